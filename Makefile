@@ -1,0 +1,33 @@
+# Entry points of the study. `make study book` reruns everything; `make test` checks it.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+PROFILE ?= auto
+
+.PHONY: setup study book test lint clean-book
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --upgrade pip
+	$(PYTHON) -m pip install -e ".[dev]"
+	touch $@
+
+study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (auto: gpu if CUDA, else cpu)
+	$(PYTHON) -m helpers.study --profile $(PROFILE)
+
+book: setup  ## HTML book from the executed chapters, without re-executing them
+	$(VENV)/bin/jupyter-book build . --toc book/_toc.yml -W -n --keep-going
+	@echo "Open _build/html/index.html"
+
+test: setup  ## lint, unit tests, and nbval over the notebooks' committed smoke outputs
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PYTHON) -m pytest tests notebooks --nbval-lax --sanitize-with tests/nbval_sanitize.cfg
+
+lint: setup  ## fix what ruff can fix
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean-book:
+	rm -rf _build

@@ -1,0 +1,36 @@
+"""Shared fixtures: the real FSDD recordings and throwaway folders for caches and results."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers.data import DatasetError, find_recordings
+
+
+@pytest.fixture(scope="session")
+def recordings() -> Path:
+    """The real FSDD v1.0.10 recordings (FSDD_DIR, or data/fsdd/); required on CI, skipped elsewhere."""
+    try:
+        return find_recordings()
+    except DatasetError as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"FSDD recordings not available: {error}")
+
+
+@pytest.fixture
+def recordings_copy(recordings, tmp_path) -> Path:
+    """A private copy of the recordings that a test may damage."""
+    copy = tmp_path / "recordings"
+    shutil.copytree(recordings, copy)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def fsdd(recordings, tmp_path_factory):
+    """The decoded dataset, cached in a session-private folder."""
+    from helpers.data import load_fsdd
+
+    return load_fsdd(recordings, cache_dir=tmp_path_factory.mktemp("cache"))
