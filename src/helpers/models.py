@@ -1,0 +1,165 @@
+"""The seed's two models on raw 12,000-sample waveforms, and their exact sizes (chapter 1).
+
+``LinearNet`` (12,102,220 parameters) is nearly all weights and almost no activations: data-parallel
+training has to move its 46 MiB of gradients every step ("network choke"). ``ConvNet`` (376,200
+parameters) is the opposite: 1.4 MiB of weights but 12 MiB of activations per sample, so its cost is
+compute and memory on the device ("GPU choke").
+"""
+
+from __future__ import annotations
+
+import torch
+import torchinfo
+from torch import nn
+
+from helpers.data import CLIP_SAMPLES
+
+BYTES_PER_FLOAT32 = 4
+MIB = 2**20
+
+
+class LinearNet(nn.Sequential):
+    """Linear 12000->1000, ReLU, Linear 1000->100, ReLU, Linear 100->10, Sigmoid, Linear 10->10."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            nn.Flatten(),
+            nn.Linear(CLIP_SAMPLES, 1000),
+            nn.ReLU(),
+            nn.Linear(1000, 100),
+            nn.ReLU(),
+            nn.Linear(100, 10),
+            nn.Sigmoid(),
+            nn.Linear(10, 10),
+        )
+
+
+class ConvNet(nn.Sequential):
+    """Three Conv1d-ReLU-MaxPool1d blocks (50, 30, 10 channels), then Linear 2000->100, Sigmoid, 100->10."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            nn.Conv1d(1, 50, kernel_size=200, padding=100),
+            nn.ReLU(),
+            nn.MaxPool1d(4),
+            nn.Conv1d(50, 30, kernel_size=100, padding=50),
+            nn.ReLU(),
+            nn.MaxPool1d(3),
+            nn.Conv1d(30, 10, kernel_size=50, padding=25),
+            nn.ReLU(),
+            nn.MaxPool1d(5),
+            nn.Flatten(),
+            nn.Linear(2000, 100),
+            nn.Sigmoid(),
+            nn.Linear(100, 10),
+        )
+
+
+MODELS = {"LinearNet": LinearNet, "ConvNet": ConvNet}
+
+
+def build_model(name: str) -> nn.Module:
+    """A fresh model by name; ValueError listing the known names otherwise."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    return MODELS[name]()
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    """Bytes of the trainable parameters (float32): also the bytes of one full gradient."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def summarize(model: nn.Module, batch_size: int = 1, verbose: int = 0) -> torchinfo.ModelStatistics:
+    """torchinfo summary for input ``[batch_size, 1, 12000]`` (layer output shapes and parameters)."""
+    return torchinfo.summary(
+        model,
+        input_size=(batch_size, 1, CLIP_SAMPLES),
+        col_names=("output_size", "num_params"),
+        device="cpu",
+        verbose=verbose,
+    )
+
+
+def layer_table(model: nn.Module) -> list[dict]:
+    """Per leaf layer of one sample: name, output shape, output elements, parameters (from torchinfo)."""
+    rows = []
+    for layer in summarize(model).summary_list:
+        if layer.is_leaf_layer:
+            shape = list(layer.output_size[1:])
+            elements = 1
+            for size in shape:
+                elements *= size
+            rows.append(
+                {
+                    "layer": f"{layer.class_name}-{layer.depth_index}",
+                    "output_shape": shape,
+                    "output_elements": elements,
+                    "parameters": layer.trainable_params,
+                    "is_view": isinstance(layer.module, nn.Flatten),
+                }
+            )
+    return rows
+
+
+def activation_bytes_per_sample(model: nn.Module) -> int:
+    """The seed's accounting: every layer's output elements x 2 (forward + backward) x 4 bytes.
+
+    Flatten is left out: it returns a view of its input and allocates nothing. This reproduces the
+    seed's "12 MB created per training instance" for ConvNet (12.07 MiB).
+    """
+    elements = sum(row["output_elements"] for row in layer_table(model) if not row["is_view"])
+    return elements * 2 * BYTES_PER_FLOAT32
+
+
+def largest_batch(
+    model: nn.Module, memory_bytes: int, optimizer_states: int = 2, activation_bytes: int | None = None
+) -> int:
+    """Largest batch whose activations fit beside weights, gradients and optimizer state.
+
+    Static memory is parameters x (1 weight + 1 gradient + ``optimizer_states``) x 4 bytes (Adam keeps
+    two states, plain SGD none); what is left is divided by the activation bytes of one sample.
+    """
+    static = parameter_bytes(model) * (2 + optimizer_states)
+    per_sample = activation_bytes or activation_bytes_per_sample(model)
+    return max(0, (memory_bytes - static) // per_sample)
+
+
+def saved_bytes_per_sample(model: nn.Module, autocast_dtype=None, device="cpu") -> tuple[int, int]:
+    """(bytes per sample, bytes independent of the batch) that autograd keeps for backward.
+
+    Measured at batch sizes 2 and 4: the difference divided by 2 is exactly the per-sample part; what
+    remains (for example bf16 copies of the weights under autocast) does not grow with the batch.
+    """
+    model = model.to(device)
+    small, large = (
+        count_saved_tensor_bytes(model, torch.zeros(n, 1, CLIP_SAMPLES, device=device), autocast_dtype)
+        for n in (2, 4)
+    )
+    per_sample = (large - small) // 2
+    return per_sample, small - 2 * per_sample
+
+
+def count_saved_tensor_bytes(model: nn.Module, inputs: torch.Tensor, autocast_dtype=None) -> int:
+    """Bytes that autograd really keeps for backward in one forward pass (measured, not estimated).
+
+    Counts each distinct storage saved by autograd once. With ``autocast_dtype`` (for example
+    ``torch.bfloat16``) the forward runs under autocast on the inputs' device type.
+    """
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    autocast = torch.autocast(inputs.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), autocast:
+        model(inputs)
+    return sum(size for pointer, size in storages.items() if pointer not in parameters)

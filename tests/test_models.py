@@ -1,0 +1,70 @@
+"""helpers.models: the seed's two models, exactly."""
+
+import pytest
+import torch
+
+from helpers import models
+
+
+def test_parameter_counts_and_bytes():
+    linear, conv = models.LinearNet(), models.ConvNet()
+    assert models.parameter_count(linear) == 12_102_220
+    assert models.parameter_count(conv) == 376_200
+    assert models.parameter_bytes(linear) == 12_102_220 * 4
+    assert round(models.parameter_bytes(linear) / models.MIB, 2) == 46.17
+    assert round(models.parameter_bytes(conv) / models.MIB, 2) == 1.44
+
+
+def test_convnet_layer_output_lengths():
+    shapes = [row["output_shape"] for row in models.layer_table(models.ConvNet())]
+    assert [shape[-1] for shape in shapes[:9]] == [12001, 12001, 3000, 3001, 3001, 1000, 1001, 1001, 200]
+    assert shapes[9:] == [[2000], [100], [100], [10]]
+
+
+def test_linearnet_layer_outputs():
+    shapes = [row["output_shape"] for row in models.layer_table(models.LinearNet())]
+    assert shapes == [[12000], [1000], [1000], [100], [100], [10], [10], [10]]
+
+
+@pytest.mark.parametrize("name", ["LinearNet", "ConvNet"])
+def test_forward_gives_ten_logits(name):
+    assert models.build_model(name)(torch.zeros(3, 1, 12000)).shape == (3, 10)
+
+
+def test_activation_bytes_in_the_seeds_accounting():
+    # ConvNet: outputs of every layer but the Flatten view, x 2 (forward + backward) x 4 bytes.
+    conv_elements = 2 * 600_050 + 150_000 + 2 * 90_030 + 30_000 + 2 * 10_010 + 2_000 + 100 + 100 + 10
+    assert models.activation_bytes_per_sample(models.ConvNet()) == conv_elements * 8 == 12_659_120
+    assert round(12_659_120 / models.MIB, 2) == 12.07  # the seed's "12 MB per training instance"
+    assert models.activation_bytes_per_sample(models.LinearNet()) == (1000 + 1000 + 100 + 100 + 30) * 8
+
+
+def test_saved_tensor_bytes_match_what_autograd_must_keep():
+    # ConvNet float32, per sample: the input (12,000 floats), each ReLU output (shared with the pooling
+    # that reads it), each pooling's int64 indices and float output, and the sigmoid's output.
+    expected = (
+        12_000 * 4
+        + 600_050 * 4 + 150_000 * 8 + 150_000 * 4
+        + 90_030 * 4 + 30_000 * 8 + 30_000 * 4
+        + 10_010 * 4 + 2_000 * 8 + 2_000 * 4
+        + 100 * 4
+    )  # fmt: skip
+    assert models.saved_bytes_per_sample(models.ConvNet()) == (expected, 0)
+    per_sample, fixed = models.saved_bytes_per_sample(models.ConvNet(), torch.bfloat16)
+    assert per_sample < expected and fixed > 0  # bf16 activations, plus bf16 copies of weights
+
+
+def test_largest_batch_arithmetic():
+    conv = models.ConvNet()
+    static = 376_200 * 4 * 4  # weights, gradients, two Adam states
+    per_sample = 12_659_120
+    assert models.largest_batch(conv, 16 * 2**30) == (16 * 2**30 - static) // per_sample == 1356
+    assert models.largest_batch(conv, 10**6) == 0
+    assert models.largest_batch(conv, 16 * 2**30, optimizer_states=0, activation_bytes=10**6) == (
+        16 * 2**30 - 376_200 * 8
+    ) // 10**6
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(ValueError, match="known: LinearNet, ConvNet"):
+        models.build_model("ResNet")
