@@ -1,0 +1,109 @@
+"""What machine a number came from: the hardware fingerprint behind every record (chapter 1).
+
+The fingerprint names the CPU and its usable cores, memory, each GPU with its memory, the GPU topology
+(``nvidia-smi topo -m``) where there is one, and the driver, CUDA, NCCL, torch and Python versions.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+
+import torch
+
+
+def _run(command: list[str]) -> str | None:
+    """A command's stripped stdout, or None when it is missing or fails."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_bytes() -> int | None:
+    """Total physical memory in bytes."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's total)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def nccl_version() -> str | None:
+    """NCCL version bundled with torch, when the build has one."""
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # CPU-only builds have no NCCL
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def fingerprint() -> dict:
+    """The hardware and software that measurements depend on (no dates, no host names).
+
+    ``cuda`` and ``nccl`` are the versions torch was built with; ``driver`` is read only where GPUs exist.
+    """
+    gpus = []
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            properties = torch.cuda.get_device_properties(index)
+            gpus.append(
+                {
+                    "index": index,
+                    "name": properties.name,
+                    "memory_bytes": properties.total_memory,
+                    "compute_capability": f"{properties.major}.{properties.minor}",
+                }
+            )
+    driver = None
+    topology = None
+    if gpus:
+        driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        driver = driver.splitlines()[0] if driver else None
+        topology = _run(["nvidia-smi", "topo", "-m"])
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
+        "memory_bytes": memory_bytes(),
+        "gpus": gpus,
+        "gpu_topology": topology,
+        "driver": driver,
+        "cuda": torch.version.cuda,
+        "nccl": nccl_version(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
+    }
+
+
+def describe(info: dict | None = None) -> str:
+    """One line naming the hardware, for figure titles and chapter banners."""
+    info = info or fingerprint()
+    cpu = f"{info['usable_cores']}-core {info['cpu_model']}"
+    if not info["gpus"]:
+        return f"{cpu}, no GPU"
+    names = {}
+    for gpu in info["gpus"]:
+        label = f"{gpu['name']} ({gpu['memory_bytes'] / 2**30:.0f} GiB)"
+        names[label] = names.get(label, 0) + 1
+    gpus = ", ".join(f"{count}x {label}" for label, count in names.items())
+    return f"{gpus}; {cpu}"
