@@ -1,0 +1,338 @@
+"""Single-device training and honest step timing (chapter 1).
+
+Timing rules used throughout the book: one-time costs (first kernel launches, allocator growth) are paid
+by warm-up steps on a throwaway copy of the model before any clock starts; on a GPU the clock is a pair
+of CUDA events read after synchronising; every time carries the ``method`` that produced it.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.profiler import record_function
+from torch.utils.data import TensorDataset
+from tqdm import tqdm
+
+from helpers.data import FSDD_VERSION
+from helpers.models import build_model
+from helpers.results import ResultStore
+
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``"auto"`` is the first CUDA device when there is one, else the CPU; ``"cuda"`` needs a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', not {name!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but no CUDA device is visible")
+    return device
+
+
+def check_positive(**values: int) -> None:
+    """ValueError naming the first value that is not a positive integer."""
+    for name, value in values.items():
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+def make_optimizer(name: str, parameters, lr: float) -> torch.optim.Optimizer:
+    """SGD or Adam by name."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, not {name!r}")
+    return OPTIMIZERS[name](parameters, lr=lr)
+
+
+class Timer:
+    """Elapsed seconds of a ``with`` block: CUDA events on a GPU (after synchronising), else perf_counter."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = torch.device(device).type == "cuda"
+        self.seconds = float("nan")
+
+    def __enter__(self) -> Timer:
+        if self.cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._start_time = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            self._end.record()
+            self._end.synchronize()
+            self.seconds = self._start.elapsed_time(self._end) / 1000
+        else:
+            self.seconds = time.perf_counter() - self._start_time
+
+
+def batches(size: int, batch_size: int, generator: torch.Generator | None):
+    """Index tensors of consecutive mini-batches, shuffled when a generator is given (last may be short)."""
+    order = torch.randperm(size, generator=generator) if generator is not None else torch.arange(size)
+    return order.split(batch_size)
+
+
+def training_step(model, optimizer, inputs, targets, loss_function, autocast_dtype=None):
+    """One forward, backward and optimizer step; returns the detached loss and logits.
+
+    The three phases are labelled for torch.profiler (``record_function`` costs microseconds otherwise).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    autocast = torch.autocast(inputs.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
+    with record_function("forward"), autocast:
+        logits = model(inputs)
+        loss = loss_function(logits, targets)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("optimizer"):
+        optimizer.step()
+    return loss.detach(), logits.detach()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 500) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` on ``dataset`` (tensors already on its device)."""
+    model.eval()
+    inputs, targets = dataset.tensors
+    total_loss, correct = 0.0, 0
+    for index in batches(len(targets), batch_size, None):
+        logits = model(inputs[index])
+        total_loss += nn.functional.cross_entropy(logits, targets[index], reduction="sum").item()
+        correct += (logits.argmax(1) == targets[index]).sum().item()
+    model.train()
+    return total_loss / len(targets), correct / len(targets)
+
+
+def to_device(dataset: TensorDataset, device: torch.device) -> TensorDataset:
+    """The same dataset with its tensors on ``device``."""
+    return TensorDataset(*(t.to(device) for t in dataset.tensors))
+
+
+def warm_up(model, optimizer_name, lr, inputs, targets, steps, autocast_dtype=None) -> None:
+    """Pay one-time costs with ``steps`` training steps on copies of the model and optimizer."""
+    if steps == 0:
+        return
+    shadow = copy.deepcopy(model)
+    optimizer = make_optimizer(optimizer_name, shadow.parameters(), lr)
+    for _ in range(steps):
+        training_step(shadow, optimizer, inputs, targets, nn.functional.cross_entropy, autocast_dtype)
+    if inputs.device.type == "cuda":
+        torch.cuda.synchronize(inputs.device)
+
+
+@dataclass
+class TrainingRun:
+    """Per-epoch history of one training run and how its time was measured."""
+
+    history: list[dict] = field(default_factory=list)
+    method: str = ""
+
+    @property
+    def epoch_seconds(self) -> float:
+        """Median training time of one epoch (evaluation excluded)."""
+        return statistics.median(row["epoch_seconds"] for row in self.history)
+
+
+def train(
+    model_name: str,
+    train_set: TensorDataset,
+    test_set: TensorDataset,
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: str = "adam",
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "auto",
+    warmup_steps: int = 1,
+    progress: bool = True,
+) -> TrainingRun:
+    """Train a fresh, seeded model; after each epoch record train/test loss and accuracy and the epoch time.
+
+    ``train_loss`` and ``train_accuracy`` are averaged over the epoch's steps while the weights change
+    (the usual running figures); the test figures are evaluated on the whole test set after the epoch.
+    """
+    check_positive(epochs=epochs, batch_size=batch_size)
+    target = pick_device(device)
+    torch.manual_seed(seed)
+    model = build_model(model_name).to(target)
+    optim = make_optimizer(optimizer, model.parameters(), lr)
+    train_on, test_on = to_device(train_set, target), to_device(test_set, target)
+    inputs, targets = train_on.tensors
+    warm_up(model, optimizer, lr, inputs[:batch_size], targets[:batch_size], warmup_steps)
+    generator = torch.Generator().manual_seed(seed)
+    run = TrainingRun(method=f"full epoch, after {warmup_steps} warm-up step(s) on a copy")
+    for epoch in tqdm(range(1, epochs + 1), desc=f"{model_name} bs={batch_size}", disable=not progress):
+        loss_sum = torch.zeros((), device=target)
+        correct = torch.zeros((), device=target, dtype=torch.long)
+        with Timer(target) as timer:
+            for index in batches(len(targets), batch_size, generator):
+                index = index.to(target)
+                loss, logits = training_step(
+                    model, optim, inputs[index], targets[index], nn.functional.cross_entropy
+                )
+                loss_sum += loss * len(index)
+                correct += (logits.argmax(1) == targets[index]).sum()
+        test_loss, test_accuracy = evaluate(model, test_on)
+        run.history.append(
+            {
+                "epoch": epoch,
+                "train_loss": loss_sum.item() / len(targets),
+                "train_accuracy": correct.item() / len(targets),
+                "test_loss": test_loss,
+                "test_accuracy": test_accuracy,
+                "epoch_seconds": timer.seconds,
+            }
+        )
+    return run
+
+
+def time_training_steps(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    batch_size: int,
+    timed_steps: int = 5,
+    warmup_steps: int = 1,
+    optimizer: str = "adam",
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "auto",
+    autocast_dtype: torch.dtype | None = None,
+) -> dict:
+    """Median seconds per training step at ``batch_size``, and the epoch time it implies.
+
+    Steps use the first full batches of a seeded shuffle. The warm-up steps run on the measured model and
+    optimizer themselves, so that lazily created optimizer state is paid for before the clock starts. The
+    epoch estimate is the median step time times the steps in one epoch of ``train_set`` (``method``).
+    """
+    check_positive(batch_size=batch_size, timed_steps=timed_steps)
+    if batch_size > len(train_set):
+        raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
+    target = pick_device(device)
+    torch.manual_seed(seed)
+    model = build_model(model_name).to(target)
+    optim = make_optimizer(optimizer, model.parameters(), lr)
+    inputs, targets = to_device(train_set, target).tensors
+    generator = torch.Generator().manual_seed(seed)
+    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
+    step_seconds = []
+    for step in range(warmup_steps + timed_steps):
+        index = full[step % len(full)].to(target)
+        with Timer(target) as timer:
+            training_step(
+                model, optim, inputs[index], targets[index], nn.functional.cross_entropy, autocast_dtype
+            )
+        if step >= warmup_steps:
+            step_seconds.append(timer.seconds)
+    steps_per_epoch = -(-len(targets) // batch_size)
+    median = statistics.median(step_seconds)
+    return {
+        "step_seconds": median,
+        "step_seconds_all": step_seconds,
+        "steps_per_epoch": steps_per_epoch,
+        "epoch_seconds": median * steps_per_epoch,
+        "samples_per_second": batch_size / median,
+        "method": f"median of {timed_steps} timed steps x {steps_per_epoch} steps per epoch, "
+        f"after {warmup_steps} warm-up step(s)",
+    }
+
+
+def training_config(model: str, train_set, test_set, **settings) -> dict:
+    """The record configuration of a training run: model, data sizes, device and every setting."""
+    settings["device"] = str(pick_device(settings.get("device", "auto")))
+    return {
+        "kind": "training",
+        "threads": torch.get_num_threads(),
+        "model": model,
+        "data": f"FSDD {FSDD_VERSION}",
+        "train_samples": len(train_set),
+        "test_samples": len(test_set),
+        **settings,
+    }
+
+
+def stored_training(store: ResultStore, model: str, train_set, test_set, **settings) -> dict:
+    """``train`` through the results store: a finished identical run is reused, not repeated."""
+    config = training_config(model, train_set, test_set, **settings)
+
+    def run() -> dict:
+        result = train(model, train_set, test_set, **settings)
+        return {"history": result.history, "method": result.method, "epoch_seconds": result.epoch_seconds}
+
+    return store.measure(config, run)
+
+
+def stored_step_timing(store: ResultStore, model: str, train_set, **settings) -> dict:
+    """``time_training_steps`` through the results store (``autocast`` is ``"bf16"`` or None)."""
+    autocast = settings.pop("autocast", None)
+    if autocast not in (None, "bf16"):
+        raise ValueError(f"autocast must be None or 'bf16', not {autocast!r}")
+    settings["device"] = str(pick_device(settings.get("device", "auto")))
+    config = {
+        "kind": "step_timing",
+        "model": model,
+        "train_samples": len(train_set),
+        "autocast": autocast,
+        "threads": torch.get_num_threads(),
+    }
+    config.update(settings)
+    dtype = torch.bfloat16 if autocast == "bf16" else None
+    return store.measure(
+        config, lambda: time_training_steps(model, train_set, autocast_dtype=dtype, **settings)
+    )
+
+
+def main() -> None:
+    """``python -m helpers.train``: train one model on the full official split and store the record."""
+    import argparse
+
+    import pandas as pd
+
+    from helpers.data import load_fsdd
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--run", default="cpu", help="results folder under data/results/")
+    parser.add_argument("--model", default="ConvNet")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=50)
+    parser.add_argument("--optimizer", default="adam")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dataset = load_fsdd()
+    record = stored_training(
+        ResultStore(args.run),
+        args.model,
+        dataset.split("train"),
+        dataset.split("test"),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        seed=args.seed,
+        device=args.device,
+    )
+    print(pd.DataFrame(record["result"]["history"]).to_string(index=False))
+    print(f"record: {ResultStore(args.run).path(record['config'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""helpers.train: seeded training that learns, step timing with its method, bad input refused."""
+
+import pytest
+import torch
+
+from helpers import data, results, train
+
+
+@pytest.fixture(scope="module")
+def small(fsdd):
+    return data.take(fsdd.split("train"), 120, seed=0), data.take(fsdd.split("test"), 60, seed=0)
+
+
+def test_short_training_run_lowers_the_loss(small):
+    run = train.train("LinearNet", *small, epochs=4, batch_size=20, lr=1e-3, device="cpu", progress=False)
+    losses = [row["train_loss"] for row in run.history]
+    assert losses[-1] < losses[0]
+    assert [row["epoch"] for row in run.history] == [1, 2, 3, 4]
+    assert "full epoch" in run.method
+
+
+def test_training_is_reproducible_with_a_seed(small):
+    settings = dict(epochs=2, batch_size=30, device="cpu", progress=False, seed=3)
+    first = train.train("LinearNet", *small, **settings).history
+    second = train.train("LinearNet", *small, **settings).history
+    assert [r["train_loss"] for r in first] == [r["train_loss"] for r in second]
+    assert [r["test_accuracy"] for r in first] == [r["test_accuracy"] for r in second]
+
+
+def test_step_timing_reports_its_method(small):
+    timing = train.time_training_steps("LinearNet", small[0], batch_size=50, timed_steps=3, device="cpu")
+    assert timing["steps_per_epoch"] == 3  # ceil(120 / 50)
+    assert timing["epoch_seconds"] == timing["step_seconds"] * 3
+    assert len(timing["step_seconds_all"]) == 3
+    assert timing["method"].startswith("median of 3 timed steps x 3 steps per epoch")
+
+
+@pytest.mark.parametrize("batch_size", [0, -5, 2.5])
+def test_bad_batch_size_is_refused(small, batch_size):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        train.train("LinearNet", *small, epochs=1, batch_size=batch_size)
+
+
+def test_batch_larger_than_data_is_refused(small):
+    with pytest.raises(ValueError, match="exceeds the 120 training samples"):
+        train.time_training_steps("ConvNet", small[0], batch_size=121)
+
+
+def test_devices_and_optimizers_are_checked():
+    assert train.pick_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="not 'tpu'"):
+        train.pick_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device is visible"):
+            train.pick_device("cuda")
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        train.make_optimizer("lbfgs", torch.nn.Linear(1, 1).parameters(), 0.1)
+
+
+def test_batches_cover_every_index_once():
+    parts = train.batches(10, 4, torch.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [4, 4, 2]
+    assert sorted(torch.cat(parts).tolist()) == list(range(10))
+
+
+def test_stored_training_is_reused(small, tmp_path):
+    store = results.ResultStore("test-train", root=tmp_path)
+    settings = dict(epochs=1, batch_size=60, device="cpu", progress=False)
+    first = train.stored_training(store, "LinearNet", *small, **settings)
+    again = train.stored_training(store, "LinearNet", *small, **settings)
+    assert again == first and len(store.records("training")) == 1
+    assert first["config"]["train_samples"] == 120 and first["config"]["threads"] >= 1
+
+
+def test_stored_step_timing_checks_autocast(small, tmp_path):
+    store = results.ResultStore("test-train", root=tmp_path)
+    with pytest.raises(ValueError, match="autocast"):
+        train.stored_step_timing(store, "LinearNet", small[0], batch_size=10, autocast="fp8")
+    record = train.stored_step_timing(store, "LinearNet", small[0], batch_size=10, timed_steps=1, autocast="bf16")
+    assert record["config"]["autocast"] == "bf16" and record["result"]["steps_per_epoch"] == 12
