@@ -1,0 +1,58 @@
+"""helpers.plotting: figures are drawn from tidy frames and their titles name the hardware."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+
+from helpers import plotting  # noqa: E402
+
+HARDWARE = "2-core Test CPU, no GPU"
+
+
+def title(figure):
+    return figure._suptitle.get_text()
+
+
+def test_sweep_and_precision_titles_name_the_hardware():
+    sweep = pd.DataFrame(
+        {
+            "model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"],
+            "batch_size": [10, 20, 10, 20],
+            "epoch_seconds": [4.0, 2.0, 9.0, 8.0],
+            "samples_per_second": [600.0, 1200.0, 300.0, 330.0],
+            "method": ["median of 2 timed steps x 270 steps per epoch"] * 4,
+        }
+    )
+    assert HARDWARE in title(plotting.plot_sweep(sweep, HARDWARE))
+    assert "median of 2 timed steps" in title(plotting.plot_sweep(sweep, HARDWARE))
+    precision = pd.DataFrame(
+        {
+            "model": ["ConvNet", "ConvNet"],
+            "precision": ["float32", "bf16"],
+            "step_seconds": [1.0, 0.6],
+            "saved_mib_per_sample": [4.8, 3.1],
+        }
+    )
+    assert HARDWARE in title(plotting.plot_precision(precision, HARDWARE))
+
+
+def test_training_and_profile_figures(fsdd):
+    history = pd.DataFrame(
+        {
+            "model": ["ConvNet"] * 2,
+            "epoch": [1, 2],
+            "train_loss": [2.3, 2.0],
+            "test_loss": [2.3, 2.1],
+            "train_accuracy": [0.1, 0.3],
+            "test_accuracy": [0.1, 0.2],
+        }
+    )
+    assert HARDWARE in title(plotting.plot_training(history, HARDWARE))
+    phases = pd.DataFrame(
+        {"model": ["ConvNet"] * 3, "phase": ["forward", "backward", "optimizer"], "host_seconds": [1, 2, 0.1]}
+    ).assign(device_seconds=None)
+    assert HARDWARE in title(plotting.plot_profile(phases, HARDWARE))
+    assert len(plotting.plot_waveforms(fsdd).axes) == 10
+    assert "3,000" in title(plotting.plot_lengths(fsdd.to_frame()))
