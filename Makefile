@@ -23,7 +23,7 @@ book: setup  ## HTML book from the executed chapters, without re-executing them
 test: setup  ## lint, unit tests, and nbval over the notebooks' committed smoke outputs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PYTHON) -m pytest tests notebooks --nbval-lax --sanitize-with tests/nbval_sanitize.cfg
+	$(PYTHON) -m pytest tests notebooks --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 lint: setup  ## fix what ruff can fix
 	$(VENV)/bin/ruff check --fix .

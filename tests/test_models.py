@@ -60,9 +60,10 @@ def test_largest_batch_arithmetic():
     per_sample = 12_659_120
     assert models.largest_batch(conv, 16 * 2**30) == (16 * 2**30 - static) // per_sample == 1356
     assert models.largest_batch(conv, 10**6) == 0
-    assert models.largest_batch(conv, 16 * 2**30, optimizer_states=0, activation_bytes=10**6) == (
-        16 * 2**30 - 376_200 * 8
-    ) // 10**6
+    assert (
+        models.largest_batch(conv, 16 * 2**30, optimizer_states=0, activation_bytes=10**6)
+        == (16 * 2**30 - 376_200 * 8) // 10**6
+    )
 
 
 def test_unknown_model_is_refused():

@@ -1,12 +1,8 @@
 """helpers.plotting: figures are drawn from tidy frames and their titles name the hardware."""
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import pandas as pd  # noqa: E402
-
-from helpers import plotting  # noqa: E402
+from helpers import plotting
 
 HARDWARE = "2-core Test CPU, no GPU"
 

@@ -76,5 +76,7 @@ def test_stored_step_timing_checks_autocast(small, tmp_path):
     store = results.ResultStore("test-train", root=tmp_path)
     with pytest.raises(ValueError, match="autocast"):
         train.stored_step_timing(store, "LinearNet", small[0], batch_size=10, autocast="fp8")
-    record = train.stored_step_timing(store, "LinearNet", small[0], batch_size=10, timed_steps=1, autocast="bf16")
+    record = train.stored_step_timing(
+        store, "LinearNet", small[0], batch_size=10, timed_steps=1, autocast="bf16"
+    )
     assert record["config"]["autocast"] == "bf16" and record["result"]["steps_per_epoch"] == 12
