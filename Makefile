@@ -2,6 +2,7 @@
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PROFILE ?= auto
+STUDY_ARGS ?=
 
 .PHONY: setup study book test lint clean-book
 
@@ -14,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (auto: gpu if CUDA, else cpu)
-	$(PYTHON) -m helpers.study --profile $(PROFILE)
+	$(PYTHON) -m helpers.study --profile $(PROFILE) $(STUDY_ARGS)
 
 book: setup  ## HTML book from the executed chapters, without re-executing them
 	$(VENV)/bin/jupyter-book build . --toc book/_toc.yml -W -n --keep-going

@@ -1,27 +1,27 @@
-"""helpers.study: profiles and chapters are checked before any work; outputs are replaced atomically."""
+"""helpers.study: bad input refused before work, chapters run in a child with a limit, clean stops."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
 
 import nbformat
+import psutil
 import pytest
 
 from helpers import study
+from helpers.results import ResultStore
 
 
-def test_every_profile_plans_every_chapter():
+def test_every_profile_plans_every_chapter_with_known_parameters():
     chapters = {path.stem for path in study.notebooks_dir().glob("[0-9][0-9]_*.ipynb")}
     for profile in study.PROFILES:
         planned = study.plan(profile)
         assert {c.name for c in planned} == chapters
         assert all(c.parameters["results_run"] == profile for c in planned)
         assert all(c.output.parent == study.chapters_dir() for c in planned)
-
-
-def test_profile_parameters_are_known_notebook_parameters():
-    for profile in study.PROFILES:
-        for chapter in study.plan(profile):
-            notebook = nbformat.read(chapter.source, as_version=4)
-            cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-            declared = {line.split("=")[0].strip() for line in cell.source.splitlines() if "=" in line}
-            assert set(chapter.parameters) <= declared, (profile, chapter.name)
 
 
 def test_unknown_profile_and_chapter_are_refused():
@@ -36,25 +36,107 @@ def test_gpu_profile_needs_gpus(monkeypatch):
     with pytest.raises(ValueError, match="needs CUDA devices"):
         study.resolve_profile("gpu")
     assert study.resolve_profile("auto") == "cpu"
+    with pytest.raises(ValueError, match="2 GPUs asked for, but 0 are visible"):
+        study.plan("cpu", gpus=2)
     monkeypatch.setattr(study, "visible_gpus", lambda: 4)
     assert study.resolve_profile("auto") == "gpu"
 
 
-def test_study_yaml_naming_a_missing_chapter_is_refused(tmp_path):
-    config = tmp_path / "study.yml"
-    config.write_text("cpu:\n  07_missing: {epochs: 1}\n")
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A throwaway project root with one tiny chapter whose parameters make it sleep or fail."""
+    (tmp_path / "notebooks").mkdir()
+    notebook = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('results_run = "smoke"\nseconds = 0\nfail = False')
+    parameters.metadata["tags"] = ["parameters"]
+    body = "import time\ntime.sleep(seconds)\nif fail:\n    raise RuntimeError('failed on purpose')"
+    notebook.cells = [parameters, nbformat.v4.new_code_cell(body)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "notebooks" / "01_tiny.ipynb")
+    (tmp_path / "notebooks" / "study.yml").write_text(
+        "time_limit_minutes: {smoke: 1}\nprofiles:\n  smoke: {}\n  cpu:\n    01_tiny: {fail: true}\n"
+    )
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_study_yaml_with_unknown_chapter_or_parameter_is_refused(project):
+    config = project / "notebooks" / "study.yml"
+    config.write_text("profiles:\n  cpu:\n    07_missing: {epochs: 1}\n")
     with pytest.raises(ValueError, match="unknown chapters: 07_missing"):
-        study.plan("cpu", config=config)
+        study.plan("cpu")
+    config.write_text("profiles:\n  cpu:\n    01_tiny: {epochs: 1}\n")
+    with pytest.raises(ValueError, match="01_tiny has no parameter"):
+        study.plan("cpu")
 
 
-def test_fingerprint_follows_notebook_and_parameters(tmp_path):
-    source = tmp_path / "01_x.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(), source)
-    chapter = study.Chapter("01_x", source, tmp_path / "out.ipynb", {"epochs": 1})
-    assert not chapter.is_current()
-    changed = study.Chapter("01_x", source, tmp_path / "out.ipynb", {"epochs": 2})
+def test_run_executes_then_skips_a_current_chapter(project):
+    first = study.run("smoke")
+    assert first["status"].tolist() == ["finished"]
+    executed = nbformat.read(project / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    assert executed.metadata["study"]["profile"] == "smoke"
+    assert study.run("smoke")["status"].tolist() == ["skipped (current)"]
+    assert not [p for p in (project / "book" / "chapters").iterdir() if "partial" in p.name]
+
+
+def test_failed_chapter_keeps_the_old_output_and_its_traceback(project):
+    study.run("smoke")
+    output = project / "book" / "chapters" / "01_tiny.ipynb"
+    before = output.read_bytes()
+    summary = study.run("cpu")
+    assert summary["status"].tolist() == ["failed"]
+    assert output.read_bytes() == before
+    assert "failed on purpose" in (project / "book" / "chapters" / "01_tiny.failed.ipynb").read_text()
+
+
+def test_chapter_over_its_limit_is_stopped_with_its_kernel(project):
+    chapter = study.plan("smoke")[0]
+    slow = replace(chapter, parameters={**chapter.parameters, "seconds": 120}, time_limit_seconds=8)
+    started = time.monotonic()
+    with pytest.raises(study.StudyError, match="exceeded its 0 min limit"):
+        study.execute(slow, "smoke")
+    assert time.monotonic() - started < 40
+    assert not slow.output.exists()
+    assert not [p for p in psutil.Process().children(recursive=True) if "ipykernel" in " ".join(p.cmdline())]
+
+
+def test_sigterm_stops_the_study_and_leaves_no_process_or_partial_file(project):
+    config = project / "notebooks" / "study.yml"
+    config.write_text("profiles:\n  cpu:\n    01_tiny: {seconds: 120}\n")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "helpers.study", "--profile", "cpu"],
+        env={**os.environ, "STUDY_ROOT": str(project)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    family = []
+    while time.monotonic() < deadline and not any("ipykernel" in " ".join(p.cmdline()) for p in family):
+        time.sleep(0.5)
+        family = psutil.Process(runner.pid).children(recursive=True)
+    assert family, "the chapter's kernel never started"
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=30) == 130
+    assert "rerun to resume" in runner.stderr.read()
+    _, alive = psutil.wait_procs(family, timeout=5)
+    assert not alive
+    assert not list((project / "book" / "chapters").glob("*.ipynb"))
+
+
+def test_second_study_in_the_same_checkout_is_refused(project):
+    with study.study_lock(), pytest.raises(ValueError, match="another study is running"), study.study_lock():
+        pass
+
+
+def test_fingerprint_follows_notebook_parameters_and_read_records(project):
+    chapter = study.plan("smoke")[0]
+    changed = replace(chapter, parameters={**chapter.parameters, "seconds": 1})
     assert chapter.fingerprint() != changed.fingerprint()
-    executed = nbformat.v4.new_notebook()
-    executed.metadata["study"] = {"fingerprint": chapter.fingerprint(), "status": "finished"}
-    nbformat.write(executed, chapter.output)
-    assert chapter.is_current() and not changed.is_current()
+    reader = replace(chapter, reads=["training"])
+    before = reader.fingerprint()
+    store = ResultStore("smoke")
+    store.measure({"kind": "step_timing"}, lambda: {"seconds": 1})
+    assert reader.fingerprint() == before
+    store.measure({"kind": "training"}, lambda: {"seconds": 1})
+    assert reader.fingerprint() != before
