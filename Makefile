@@ -18,6 +18,7 @@ study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (aut
 	$(PYTHON) -m helpers.study --profile $(PROFILE) $(STUDY_ARGS)
 
 book: setup  ## HTML book from the executed chapters, without re-executing them
+	$(PYTHON) -m helpers.provenance
 	$(VENV)/bin/jupyter-book build . --toc book/_toc.yml -W -n --keep-going
 	@echo "Open _build/html/index.html"
 

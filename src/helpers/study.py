@@ -33,7 +33,9 @@ import pandas as pd
 import psutil
 import yaml
 
+from helpers.hardware import fingerprint
 from helpers.paths import project_root, results_dir
+from helpers.provenance import write_provenance_page
 from helpers.results import ResultStore, canonical_json, now
 
 PROFILES = ("smoke", "cpu", "gpu")
@@ -217,6 +219,7 @@ def execute(chapter: Chapter, profile: str) -> float:
             "status": "finished",
             "finished_at": now(),
             "seconds": round(seconds, 1),
+            "hardware": fingerprint(),
         }
         nbformat.write(notebook, partial)
         os.replace(partial, chapter.output)
@@ -306,6 +309,7 @@ def run(
                 )
     finally:
         signal.signal(signal.SIGTERM, previous)
+    write_provenance_page()
     summary = pd.DataFrame(rows)
     summary["output"] = [str(c.output.relative_to(project_root())) for c in chapters[: len(rows)]]
     return summary

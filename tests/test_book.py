@@ -1,0 +1,104 @@
+"""The built book, opened in headless Chromium: every chapter loads, shows its figures, and is reachable."""
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.paths import project_root
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+def toc_pages() -> list[str]:
+    """Every page of the table of contents, as paths of built HTML files."""
+    toc = yaml.safe_load((project_root() / "book" / "_toc.yml").read_text())
+    return [f"{toc['root']}.html"] + [f"{entry['file']}.html" for entry in toc["chapters"]]
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> Path:
+    """The book built from the committed chapters into a private folder (as `make book` does)."""
+    output = tmp_path_factory.mktemp("book")
+    toc = project_root() / "book" / "_toc.yml"
+    command = [
+        Path(sys.executable).with_name("jupyter-book"), "build", str(project_root()),
+        "--toc", str(toc), "--path-output", str(output), "-W", "-n", "--keep-going",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return output / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def served(book):
+    """The built book over HTTP on a free loopback port."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(book))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Chromium driven by chromedriver (Debian's chromium and chromium-driver packages)."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("CI"):
+            pytest.fail("chromium and chromedriver must be installed on CI (.ci/run installs them)")
+        pytest.skip("chromium / chromedriver not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1400,1000",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_book_builds_every_page_of_the_toc(book):
+    for page in toc_pages():
+        assert (book / page).is_file(), page
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith("book/chapters/")])
+def test_chapter_loads_and_shows_its_figures(browser, served, page):
+    browser.get(f"{served}/{page}")
+    title = browser.execute_script("return document.querySelector('article h1')?.textContent ?? ''")
+    assert title.strip(), f"{page} has no heading"
+    images = browser.execute_script(
+        "return [...document.querySelectorAll('article img')].map("
+        "i => ({src: i.currentSrc, complete: i.complete, width: i.naturalWidth, height: i.naturalHeight}))"
+    )
+    assert images, f"{page} shows no figure"
+    empty = [
+        image["src"] for image in images if not (image["complete"] and image["width"] and image["height"])
+    ]
+    assert not empty, f"figures that did not load: {empty}"
+    assert "Measured on" in browser.execute_script("return document.querySelector('article').innerText")
+
+
+def test_navigation_reaches_every_page(browser, served):
+    browser.get(f"{served}/{toc_pages()[0]}")
+    links = browser.execute_script(
+        "return [...document.querySelectorAll('nav.bd-docs-nav a, .bd-sidebar-primary a')].map(a => a.href)"
+    )
+    reached = {link.split("#")[0].removeprefix(f"{served}/") for link in links}
+    missing = [page for page in toc_pages()[1:] if page not in reached]
+    assert not missing, f"not linked from the navigation: {missing}"

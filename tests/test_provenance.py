@@ -1,0 +1,49 @@
+"""helpers.provenance: banners and the provenance page come from the executed chapters' metadata."""
+
+import nbformat
+
+from helpers import provenance
+from helpers.results import ResultStore, short_hash
+
+HARDWARE = {
+    "cpu_model": "Test Xeon",
+    "cpu_cores": 16,
+    "usable_cores": 16,
+    "memory_bytes": 128 * 2**30,
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 140 * 2**30, "compute_capability": "9.0"}],
+    "gpu_topology": "\tGPU0\nGPU0\t X ",
+    "driver": "580.1",
+    "cuda": "13.0",
+    "nccl": "2.28.9",
+    "torch": "2.11.0+cu130",
+    "python": "3.11.7",
+    "platform": "Linux x86_64",
+}
+
+
+def test_banner_names_hardware_and_profile(tmp_path):
+    store = ResultStore("cpu", root=tmp_path, hardware=HARDWARE)
+    assert provenance.banner(store).data == (
+        "**Measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon · **profile** `cpu`"
+    )
+
+
+def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    (tmp_path / "book" / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n"
+        "  - file: book/chapters/01_a\n  - file: book/chapters/02_b\n  - file: book/provenance\n"
+    )
+    executed = nbformat.v4.new_notebook()
+    executed.metadata["study"] = {
+        "profile": "gpu", "finished_at": "2026-11-22T03:00:00+00:00", "seconds": 321.5, "hardware": HARDWARE,
+    }  # fmt: skip
+    nbformat.write(executed, tmp_path / "book" / "chapters" / "01_a.ipynb")
+    page = provenance.write_provenance_page().read_text()
+    identifier = short_hash(HARDWARE)
+    assert "| 01_a | `gpu` | 2026-11-22T03:00:00+00:00 | 321.5 s | 1x NVIDIA H200 (140 GiB)" in page
+    assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page
+    assert "| 02_b | not executed yet |" in page
+    assert "| driver | 580.1 |" in page and "| NCCL (torch build) | 2.28.9 |" in page
+    assert "```text\n\tGPU0\nGPU0\t X \n```" in page
