@@ -79,6 +79,18 @@ def test_run_executes_then_skips_a_current_chapter(project):
     assert not [p for p in (project / "book" / "chapters").iterdir() if "partial" in p.name]
 
 
+def test_command_line_prints_the_summary_and_the_cost(project, capsys):
+    assert study.main(["--profile", "smoke"]) == 0
+    assert "01_tiny finished" in " ".join(capsys.readouterr().out.split())
+    assert study.main(["--profile", "smoke", "--price-per-hour", "36"]) == 0
+    printed = capsys.readouterr().out
+    assert "skipped (current)" in printed and "cost at $36.00/h: $0.00" in printed
+    assert study.main(["--profile", "cpu"]) == 1  # the failing chapter
+    with pytest.raises(SystemExit):
+        study.main(["--profile", "smoke", "--price-per-hour", "-1"])
+    assert "must not be negative" in capsys.readouterr().err
+
+
 def test_failed_chapter_keeps_the_old_output_and_its_traceback(project):
     study.run("smoke")
     output = project / "book" / "chapters" / "01_tiny.ipynb"

@@ -2,9 +2,10 @@
 
 Each module belongs to the chapter that introduces it:
 
-- ``paths``, ``data``, ``models``, ``train``, ``memory``, ``profiling``, ``hardware``,
-  ``results``, ``plotting``: chapter 1 (single device);
-- ``study``: runs the chapters with papermill and feeds the book.
+- chapter 1 (single device): ``paths``, ``data``, ``models``, ``train``, ``profiling``, ``hardware``,
+  ``results``, ``plotting``, ``benchmarks``;
+- the study and the book: ``study`` runs the chapters with papermill, ``provenance`` writes the chapter
+  banners and the provenance page.
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,9 @@
-"""Benchmarks of the helpers themselves (chapter 1): what ``helpers.train`` costs over a bare loop.
+"""Benchmarks of the helpers themselves (chapter 1).
 
-``python -m helpers.benchmarks`` trains the same model on the same batches twice, once with
+``python -m helpers.benchmarks data`` times loading FSDD: verifying and decoding all 3,000 recordings
+into a fresh cache, then loading from that cache.
+
+``python -m helpers.benchmarks overhead`` trains the same model on the same batches twice, once with
 ``helpers.train.train`` and once with the shortest correct PyTorch loop, and compares epoch times.
 The two runs must end with identical losses, which proves that they did the same work.
 """
@@ -9,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -87,15 +92,35 @@ def train_overhead(
     }
 
 
+def data_loading_seconds(repeats: int = 3) -> dict:
+    """Seconds to verify, decode and cache all recordings into a fresh cache, then to load the cache."""
+    from helpers.data import load_fsdd
+
+    with tempfile.TemporaryDirectory() as cache:
+        started = time.perf_counter()
+        load_fsdd(cache_dir=Path(cache))
+        first = time.perf_counter() - started
+        cached = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            load_fsdd(cache_dir=Path(cache))
+            cached.append(time.perf_counter() - started)
+    return {"decode_and_cache_seconds": first, "from_cache_seconds": statistics.median(cached)}
+
+
 def main() -> None:
-    """``python -m helpers.benchmarks``: overhead of helpers.train over a bare loop, both models."""
+    """``python -m helpers.benchmarks {data,overhead}``: loading times, or helpers.train's overhead."""
     import pandas as pd
 
     from helpers.data import load_fsdd, take
 
     parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("benchmark", choices=["data", "overhead"])
     parser.add_argument("--conv-samples", type=int, default=300, help="ConvNet training clips (CPU-slow)")
     args = parser.parse_args()
+    if args.benchmark == "data":
+        print(pd.Series(data_loading_seconds()).round(3).to_string())
+        return
     dataset = load_fsdd()
     test_set = take(dataset.split("test"), 50)
     rows = [

@@ -25,8 +25,11 @@ def banner(store: ResultStore) -> Markdown:
 
 
 def toc_chapters() -> list[Path]:
-    """Executed chapter notebooks in table-of-contents order."""
-    toc = yaml.safe_load((project_root() / "book" / "_toc.yml").read_text())
+    """Executed chapter notebooks in table-of-contents order (all of book/chapters/ without a toc)."""
+    toc_path = project_root() / "book" / "_toc.yml"
+    if not toc_path.exists():
+        return sorted((project_root() / "book" / "chapters").glob("[0-9][0-9]_*.ipynb"))
+    toc = yaml.safe_load(toc_path.read_text())
     files = [entry["file"] for entry in toc.get("chapters", [])]
     return [project_root() / f"{name}.ipynb" for name in files if name.startswith("book/chapters/")]
 

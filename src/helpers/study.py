@@ -270,7 +270,10 @@ def run(
     gpus: int | None = None,
     time_limit_minutes: float | None = None,
 ) -> pd.DataFrame:
-    """Check everything, then run (or skip) every planned chapter; returns the summary table."""
+    """Check everything, then run (or skip) every planned chapter; returns the summary table.
+
+    An interrupt (Ctrl-C, SIGTERM) stops the chapter in progress, which is reported as ``interrupted``.
+    """
     profile = resolve_profile(profile)
     chapters = plan(profile, names, gpus=gpus)
     if time_limit_minutes is not None:
@@ -300,6 +303,8 @@ def run(
                 except StudyError as error:
                     status = "failed"
                     print(error, file=sys.stderr, flush=True)
+                except KeyboardInterrupt:
+                    status = "interrupted"
                 rows.append(
                     {
                         "chapter": chapter.name,
@@ -307,6 +312,8 @@ def run(
                         "seconds": round(time.perf_counter() - chapter_started, 1),
                     }
                 )
+                if status == "interrupted":
+                    break
     finally:
         signal.signal(signal.SIGTERM, previous)
     write_provenance_page()
@@ -333,13 +340,18 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(args.profile, args.chapters, args.force, args.gpus, args.time_limit_minutes)
     except (ValueError, OSError) as error:
         parser.error(str(error))
-    except KeyboardInterrupt:
-        print("\nstudy interrupted: finished chapters and records are kept; rerun to resume", file=sys.stderr)
+    except KeyboardInterrupt:  # between chapters: nothing was running
+        print("study interrupted: finished chapters and records are kept; rerun to resume", file=sys.stderr)
         return 130
     total_hours = summary["seconds"].sum() / 3600
     print(summary.to_string(index=False))
-    cost = f" · cost at ${args.price_per_hour:.2f}/h: ${total_hours * args.price_per_hour:.2f}"
-    print(f"total {format_eta(total_hours * 3600)}" + (cost if args.price_per_hour is not None else ""))
+    total = f"total {format_eta(total_hours * 3600)}"
+    if args.price_per_hour is not None:
+        total += f" · cost at ${args.price_per_hour:.2f}/h: ${total_hours * args.price_per_hour:.2f}"
+    print(total)
+    if (summary["status"] == "interrupted").any():
+        print("study interrupted: finished chapters and records are kept; rerun to resume", file=sys.stderr)
+        return 130
     return 1 if (summary["status"] == "failed").any() else 0
 
 
