@@ -112,13 +112,14 @@ def test_chapter_over_its_limit_is_stopped_with_its_kernel(project):
     assert not [p for p in psutil.Process().children(recursive=True) if "ipykernel" in " ".join(p.cmdline())]
 
 
-def test_sigterm_stops_the_study_and_leaves_no_process_or_partial_file(project):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_stops_the_study_and_leaves_no_process_or_partial_file(project, signum):
     config = project / "notebooks" / "study.yml"
     config.write_text("profiles:\n  cpu:\n    01_tiny: {seconds: 120}\n")
     runner = subprocess.Popen(
         [sys.executable, "-m", "helpers.study", "--profile", "cpu"],
         env={**os.environ, "STUDY_ROOT": str(project)},
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -128,9 +129,10 @@ def test_sigterm_stops_the_study_and_leaves_no_process_or_partial_file(project):
         time.sleep(0.5)
         family = psutil.Process(runner.pid).children(recursive=True)
     assert family, "the chapter's kernel never started"
-    runner.send_signal(signal.SIGTERM)
+    runner.send_signal(signum)
     assert runner.wait(timeout=30) == 130
     assert "rerun to resume" in runner.stderr.read()
+    assert "interrupted" in runner.stdout.read()
     _, alive = psutil.wait_procs(family, timeout=5)
     assert not alive
     assert not list((project / "book" / "chapters").glob("*.ipynb"))
