@@ -1,0 +1,262 @@
+"""``torch.nn.DataParallel`` rebuilt from its primitives, with the bytes each step moves (chapter 2).
+
+One training step of DataParallel over devices ``d0 … d(k-1)`` is eight steps and an update:
+
+1. scatter the mini-batch's inputs in ``k`` chunks (chunk 0 stays on ``d0``);
+2. replicate the model: broadcast the parameters from ``d0`` to the other ``k-1`` replicas;
+3. forward every replica on its chunk, in threads (as ``torch.nn.parallel.parallel_apply`` does);
+4. gather the outputs on ``d0``;
+5. compute the loss and its gradient with respect to the gathered outputs on ``d0``;
+6. scatter those output gradients back to the replicas;
+7. backward every replica, in threads;
+8. reduce (sum) the parameter gradients onto ``d0``; then the optimizer updates the parameters there.
+
+The devices may repeat: several replicas on the CPU, or on one GPU, show the mechanics (and their
+overheads) where only one device exists. Bytes are counted between replicas, whatever the devices are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from helpers.data import CLIP_SAMPLES
+from helpers.models import build_model, parameter_bytes
+from helpers.train import Timer, batches, check_positive, make_optimizer, pick_device
+
+PHASES = (
+    "scatter_inputs",
+    "broadcast_parameters",
+    "forward",
+    "gather_outputs",
+    "loss",
+    "scatter_output_gradients",
+    "backward",
+    "reduce_gradients",
+    "optimizer_step",
+)
+TRANSFER_PHASES = (
+    "scatter_inputs",
+    "broadcast_parameters",
+    "gather_outputs",
+    "scatter_output_gradients",
+    "reduce_gradients",
+)
+COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer_step")
+SAMPLE_BYTES = CLIP_SAMPLES * 4  # one float32 waveform
+OUTPUT_BYTES = 10 * 4  # ten float32 logits
+
+
+def parse_devices(devices: list[str]) -> list[torch.device]:
+    """Devices of the replicas, ``d0`` first; the same device may appear several times."""
+    if not devices:
+        raise ValueError("DataParallel needs at least one device")
+    return [pick_device(name) for name in devices]
+
+
+def chunk_sizes(batch_size: int, replicas: int) -> list[int]:
+    """How ``Tensor.chunk`` splits a batch: equal chunks of ceil(batch / replicas), the last smaller.
+
+    Fewer chunks than replicas come out when the batch is small (10 over 4 gives 3, 3, 3, 1; 2 over 4
+    gives 1, 1): like DataParallel, only that many replicas take part in the step.
+    """
+    size = -(-batch_size // replicas)
+    return [min(size, batch_size - start) for start in range(0, batch_size, size)]
+
+
+def bytes_per_step(
+    model: nn.Module,
+    batch_size: int,
+    replicas: int,
+    sample_bytes: int = SAMPLE_BYTES,
+    output_bytes: int = OUTPUT_BYTES,
+) -> dict:
+    """Bytes each phase moves between replicas in one step (the analytic count).
+
+    Chunk 0 never moves; every other chunk's inputs, outputs and output gradients move once; the
+    parameters are broadcast to, and the gradients reduced from, each of the other replicas.
+    """
+    sizes = chunk_sizes(batch_size, replicas)
+    moved_samples = sum(sizes[1:])
+    model_bytes = parameter_bytes(model) * (len(sizes) - 1)
+    return {
+        "scatter_inputs": moved_samples * sample_bytes,
+        "broadcast_parameters": model_bytes,
+        "gather_outputs": moved_samples * output_bytes,
+        "scatter_output_gradients": moved_samples * output_bytes,
+        "reduce_gradients": model_bytes,
+    }
+
+
+def bytes_per_epoch(
+    model: nn.Module,
+    samples: int,
+    batch_size: int,
+    replicas: int,
+    sample_bytes: int = SAMPLE_BYTES,
+    output_bytes: int = OUTPUT_BYTES,
+) -> dict:
+    """``bytes_per_step`` summed over the steps of one epoch (the last batch may be short)."""
+    full, rest = divmod(samples, batch_size)
+    total = {phase: full * count for phase, count in bytes_per_step(
+        model, batch_size, replicas, sample_bytes, output_bytes).items()}  # fmt: skip
+    if rest:
+        for phase, count in bytes_per_step(model, rest, replicas, sample_bytes, output_bytes).items():
+            total[phase] += count
+    return total
+
+
+def in_threads(function, argument_lists: list[tuple]) -> list:
+    """Run ``function`` on each argument tuple in its own thread; results in order, errors re-raised."""
+    if len(argument_lists) == 1:
+        return [function(*argument_lists[0])]
+    with ThreadPoolExecutor(max_workers=len(argument_lists)) as pool:
+        return list(pool.map(lambda arguments: function(*arguments), argument_lists))
+
+
+@dataclass
+class StepReport:
+    """What one step did: its loss, the seconds and the bytes of each phase."""
+
+    loss: float
+    seconds: dict = field(default_factory=dict)
+    bytes: dict = field(default_factory=dict)
+
+
+class DataParallelTrainer:
+    """A master model on ``devices[0]`` and persistent replicas, stepped through the eight phases.
+
+    Replica 0 is the master itself (broadcasting to the device that holds the parameters is free);
+    the other replicas are copies whose parameters are overwritten by the broadcast of every step.
+    """
+
+    def __init__(
+        self, model: nn.Module, devices: list[str], optimizer: str = "adam", lr: float = 1e-3
+    ) -> None:
+        self.devices = parse_devices(devices)
+        self.model = model.to(self.devices[0])
+        self.replicas = [self.model] + [copy.deepcopy(model).to(device) for device in self.devices[1:]]
+        self.optimizer = make_optimizer(optimizer, self.model.parameters(), lr)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor, timed: bool = False) -> StepReport:
+        """One DataParallel training step on a mini-batch held on ``devices[0]``."""
+        report = StepReport(loss=float("nan"), bytes=dict.fromkeys(TRANSFER_PHASES, 0))
+        first = self.devices[0]
+
+        @contextlib.contextmanager
+        def phase(name: str):
+            if not timed:
+                yield
+                return
+            with Timer(first) as timer:
+                yield
+            report.seconds[name] = timer.seconds
+
+        def moved(tensors) -> int:
+            return sum(t.numel() * t.element_size() for t in tensors)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        with phase("scatter_inputs"):
+            chunks = [
+                chunk.to(device)
+                for chunk, device in zip(inputs.chunk(len(self.devices)), self.devices, strict=False)
+            ]
+        report.bytes["scatter_inputs"] = moved(chunks[1:])
+        replicas = self.replicas[: len(chunks)]
+        with phase("broadcast_parameters"), torch.no_grad():
+            for replica in replicas[1:]:
+                replica.zero_grad(set_to_none=True)
+                for source, target in zip(self.model.parameters(), replica.parameters(), strict=True):
+                    target.copy_(source)
+                    report.bytes["broadcast_parameters"] += moved([source])
+        with phase("forward"):
+            outputs = in_threads(
+                lambda replica, chunk: replica(chunk), list(zip(replicas, chunks, strict=True))
+            )
+        with phase("gather_outputs"):
+            gathered = torch.cat([output.detach().to(first) for output in outputs]).requires_grad_()
+        report.bytes["gather_outputs"] = moved(outputs[1:])
+        with phase("loss"):
+            loss = nn.functional.cross_entropy(gathered, targets)
+            loss.backward()
+        with phase("scatter_output_gradients"):
+            pieces = gathered.grad.split([len(output) for output in outputs])
+            gradients = [piece.to(device) for piece, device in zip(pieces, self.devices, strict=False)]
+        report.bytes["scatter_output_gradients"] = moved(gradients[1:])
+        with phase("backward"):
+            in_threads(
+                lambda output, gradient: output.backward(gradient), list(zip(outputs, gradients, strict=True))
+            )
+        with phase("reduce_gradients"), torch.no_grad():
+            for replica in replicas[1:]:
+                for master, copied in zip(self.model.parameters(), replica.parameters(), strict=True):
+                    master.grad += copied.grad.to(first)
+                    report.bytes["reduce_gradients"] += moved([copied.grad])
+        with phase("optimizer_step"):
+            self.optimizer.step()
+        report.loss = loss.item()
+        return report
+
+
+def time_dataparallel_steps(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    devices: list[str],
+    batch_size: int,
+    timed_steps: int = 3,
+    warmup_steps: int = 1,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> dict:
+    """Median seconds per phase and per step of DataParallel, the bytes moved, and the epoch they imply."""
+    check_positive(batch_size=batch_size, timed_steps=timed_steps)
+    if batch_size > len(train_set):
+        raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
+    torch.manual_seed(seed)
+    trainer = DataParallelTrainer(build_model(model_name), devices, lr=lr)
+    inputs, targets = (t.to(trainer.devices[0]) for t in train_set.tensors)
+    generator = torch.Generator().manual_seed(seed)
+    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
+    reports = []
+    for step in range(warmup_steps + timed_steps):
+        index = full[step % len(full)].to(trainer.devices[0])
+        report = trainer.step(inputs[index], targets[index], timed=True)
+        if step >= warmup_steps:
+            reports.append(report)
+    phase_seconds = {p: statistics.median(r.seconds[p] for r in reports) for p in PHASES}
+    step_seconds = statistics.median(sum(r.seconds.values()) for r in reports)
+    steps_per_epoch = -(-len(targets) // batch_size)
+    transfer = sum(phase_seconds[p] for p in TRANSFER_PHASES)
+    compute = sum(phase_seconds[p] for p in COMPUTE_PHASES)
+    return {
+        "replicas": len(devices),
+        "step_seconds": step_seconds,
+        "epoch_seconds": step_seconds * steps_per_epoch,
+        "steps_per_epoch": steps_per_epoch,
+        "phase_seconds": phase_seconds,
+        "bytes_per_step": reports[0].bytes,
+        "transfer_seconds": transfer,
+        "compute_seconds": compute,
+        "communication_to_compute": transfer / compute,
+        "method": f"median of {timed_steps} timed steps (each phase synchronised) x {steps_per_epoch} steps "
+        f"per epoch, after {warmup_steps} warm-up step(s)",
+    }
+
+
+def verdict(single: dict, multi: dict) -> str:
+    """Network choke or GPU choke, from the measured ratio and the step times of 1 and k replicas."""
+    ratio = multi["communication_to_compute"]
+    speedup = single["step_seconds"] / multi["step_seconds"]
+    kind = "network choke" if ratio >= 1 else "GPU choke"
+    return (
+        f"{kind}: with {multi['replicas']} replicas, moving data took {ratio:.2f}x the time of computing, "
+        f"and a step ran {speedup:.2f}x as fast as with one replica"
+    )

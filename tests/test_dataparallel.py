@@ -1,0 +1,110 @@
+"""helpers.dataparallel: one step equals single-device training, and moves exactly the counted bytes."""
+
+import copy
+
+import pytest
+import torch
+
+from helpers import data, dataparallel, models
+from helpers.train import make_optimizer
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "replicas", "sizes"),
+    [(10, 4, [3, 3, 3, 1]), (2, 4, [1, 1]), (7, 3, [3, 3, 1]), (12, 4, [3, 3, 3, 3]), (5, 1, [5])],
+)
+def test_chunk_sizes_follow_tensor_chunk(batch_size, replicas, sizes):
+    assert dataparallel.chunk_sizes(batch_size, replicas) == sizes
+    assert [len(c) for c in torch.zeros(batch_size).chunk(replicas)] == sizes
+
+
+@pytest.mark.parametrize("name", ["LinearNet", "ConvNet"])
+@pytest.mark.parametrize("replicas", [1, 2, 3, 4])
+@pytest.mark.parametrize("batch_size", [7, 10])
+def test_step_equals_single_device_training(name, replicas, batch_size):
+    torch.manual_seed(replicas)
+    model = models.build_model(name)
+    reference = copy.deepcopy(model)
+    inputs, targets = torch.randn(batch_size, 1, 12000), torch.randint(0, 10, (batch_size,))
+    trainer = dataparallel.DataParallelTrainer(model, ["cpu"] * replicas, optimizer="sgd", lr=0.1)
+    report = trainer.step(inputs, targets)
+    # Gradients after the step's reduction (SGD's update is linear in them, so compare after the step).
+    optimizer = make_optimizer("sgd", reference.parameters(), 0.1)
+    loss = torch.nn.functional.cross_entropy(reference(inputs), targets)
+    loss.backward()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-7)
+    optimizer.step()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
+    assert report.loss == pytest.approx(loss.item(), rel=1e-6)
+    assert report.bytes == dataparallel.bytes_per_step(model, batch_size, replicas)
+
+
+def test_bytes_per_step_by_hand():
+    conv = models.ConvNet()
+    counted = dataparallel.bytes_per_step(conv, batch_size=10, replicas=4)  # chunks 3, 3, 3, 1
+    assert counted == {
+        "scatter_inputs": 7 * 48_000,
+        "broadcast_parameters": 3 * 376_200 * 4,
+        "gather_outputs": 7 * 40,
+        "scatter_output_gradients": 7 * 40,
+        "reduce_gradients": 3 * 376_200 * 4,
+    }
+    assert set(dataparallel.bytes_per_step(conv, 10, 1).values()) == {0}
+
+
+def test_seeds_example_ten_gigabytes_per_epoch():
+    # LinearNet on two devices, batch 20, 2,000 clips: 100 steps, 46 MiB of parameters moved twice each.
+    counted = dataparallel.bytes_per_epoch(models.LinearNet(), samples=2000, batch_size=20, replicas=2)
+    assert (
+        counted["broadcast_parameters"] + counted["reduce_gradients"] == 2 * 100 * 48_408_880 == 9_681_776_000
+    )
+    assert sum(counted.values()) == 9_681_776_000 + 100 * 10 * 48_000 + 2 * 100 * 10 * 40 == 9_729_856_000
+
+
+def test_epoch_count_matches_a_real_epoch_with_a_short_last_batch(fsdd):
+    train_set = data.take(fsdd.split("train"), 25)
+    model = models.LinearNet()
+    trainer = dataparallel.DataParallelTrainer(model, ["cpu"] * 3)
+    inputs, targets = train_set.tensors
+    moved = {}
+    for index in torch.arange(25).split(10):  # 10, 10, 5
+        for phase, count in trainer.step(inputs[index], targets[index]).bytes.items():
+            moved[phase] = moved.get(phase, 0) + count
+    assert moved == dataparallel.bytes_per_epoch(model, samples=25, batch_size=10, replicas=3)
+
+
+def test_timed_steps_report_phases_ratio_and_method(fsdd):
+    timing = dataparallel.time_dataparallel_steps(
+        "LinearNet", data.take(fsdd.split("train"), 40), devices=["cpu", "cpu"], batch_size=20, timed_steps=2
+    )
+    assert set(timing["phase_seconds"]) == set(dataparallel.PHASES)
+    assert timing["bytes_per_step"] == dataparallel.bytes_per_step(models.LinearNet(), 20, 2)
+    assert timing["communication_to_compute"] == timing["transfer_seconds"] / timing["compute_seconds"]
+    assert timing["steps_per_epoch"] == 2 and timing["method"].startswith("median of 2 timed steps")
+    assert "replicas" in dataparallel.verdict(timing, timing)
+
+
+def test_bad_devices_are_refused():
+    with pytest.raises(ValueError, match="at least one device"):
+        dataparallel.DataParallelTrainer(models.LinearNet(), [])
+    with pytest.raises(ValueError, match="not 'gpu'"):
+        dataparallel.DataParallelTrainer(models.LinearNet(), ["gpu"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_matches_torch_data_parallel_on_cuda():
+    devices = list(range(min(torch.cuda.device_count(), 2)))
+    torch.manual_seed(0)
+    ours = models.ConvNet()
+    theirs = copy.deepcopy(ours).cuda()
+    inputs, targets = torch.randn(9, 1, 12000).cuda(), torch.randint(0, 10, (9,)).cuda()
+    dataparallel.DataParallelTrainer(ours, [f"cuda:{d}" for d in devices], optimizer="sgd", lr=0.1).step(
+        inputs, targets
+    )
+    wrapped = torch.nn.DataParallel(theirs, device_ids=devices)
+    torch.nn.functional.cross_entropy(wrapped(inputs), targets).backward()
+    torch.optim.SGD(theirs.parameters(), lr=0.1).step()
+    for mine, reference in zip(ours.parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
