@@ -108,3 +108,19 @@ def test_matches_torch_data_parallel_on_cuda():
     torch.optim.SGD(theirs.parameters(), lr=0.1).step()
     for mine, reference in zip(ours.parameters(), theirs.parameters(), strict=True):
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
+
+
+def test_replicas_share_the_device_unless_enough_gpus_may_be_used():
+    assert dataparallel.replica_devices("cpu", 1) == (["cpu"], False)
+    assert dataparallel.replica_devices("cpu", 3) == (["cpu", "cpu", "cpu"], True)
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        assert dataparallel.replica_devices("cuda", count)[1] is False
+        assert dataparallel.replica_devices("cuda", 2, gpus=1) == (["cuda", "cuda"], True)
+
+
+def test_fit_recovers_a_known_line():
+    fit = dataparallel.fit_seconds_per_byte([0, 1e6, 2e6, 4e6], [0.001, 0.002, 0.003, 0.005])
+    assert fit["seconds_per_byte"] == pytest.approx(1e-9)
+    assert fit["intercept_seconds"] == pytest.approx(0.001)
+    assert fit["bytes_per_second"] == pytest.approx(1e9) and fit["r_squared"] == pytest.approx(1.0)

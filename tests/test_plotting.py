@@ -52,3 +52,25 @@ def test_training_and_profile_figures(fsdd):
     assert HARDWARE in title(plotting.plot_profile(phases, HARDWARE))
     assert len(plotting.plot_waveforms(fsdd).axes) == 10
     assert "3,000" in title(plotting.plot_lengths(fsdd.to_frame()))
+
+
+def test_dataparallel_figures_name_the_hardware():
+    sweep = pd.DataFrame(
+        {
+            "model": ["LinearNet"] * 4,
+            "replicas": [1, 1, 2, 2],
+            "batch_size": [20, 50, 20, 50],
+            "epoch_seconds": [10.0, 4.0, 19.0, 7.0],
+            "transfer_seconds": [0.0, 0.0, 0.02, 0.02],
+            "bytes_per_step": [0, 0, 96_000_000, 97_000_000],
+            "method": ["median of 3 timed steps (each phase synchronised) x 54 steps per epoch"] * 4,
+        }
+    )
+    assert HARDWARE in title(plotting.plot_dataparallel_sweep(sweep, HARDWARE))
+    phases = pd.DataFrame(
+        {"model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"], "replicas": [1, 2, 1, 2],
+         "phase": ["forward"] * 4, "seconds": [0.1, 0.2, 1.0, 1.1]}
+    )  # fmt: skip
+    assert HARDWARE in title(plotting.plot_phase_breakdown(phases, HARDWARE))
+    fit = {"intercept_seconds": 0.0, "seconds_per_byte": 2e-10, "bytes_per_second": 5e9, "r_squared": 0.99}
+    assert "Time = const x Transfer" in title(plotting.plot_time_against_bytes(sweep[2:], fit, HARDWARE))

@@ -12,7 +12,8 @@ One training step of DataParallel over devices ``d0 … d(k-1)`` is eight steps 
 8. reduce (sum) the parameter gradients onto ``d0``; then the optimizer updates the parameters there.
 
 The devices may repeat: several replicas on the CPU, or on one GPU, show the mechanics (and their
-overheads) where only one device exists. Bytes are counted between replicas, whatever the devices are.
+overheads) where only one device exists. Bytes are counted between replicas, whatever the devices are,
+and every transfer between replicas really copies (``copy=True``), also when both sit on one device.
 """
 
 from __future__ import annotations
@@ -162,17 +163,18 @@ class DataParallelTrainer:
         def moved(tensors) -> int:
             return sum(t.numel() * t.element_size() for t in tensors)
 
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=False)
         with phase("scatter_inputs"):
-            chunks = [
-                chunk.to(device)
-                for chunk, device in zip(inputs.chunk(len(self.devices)), self.devices, strict=False)
+            pieces = inputs.chunk(len(self.devices))
+            chunks = [pieces[0]] + [
+                piece.to(device, copy=True)
+                for piece, device in zip(pieces[1:], self.devices[1:], strict=False)
             ]
         report.bytes["scatter_inputs"] = moved(chunks[1:])
         replicas = self.replicas[: len(chunks)]
         with phase("broadcast_parameters"), torch.no_grad():
             for replica in replicas[1:]:
-                replica.zero_grad(set_to_none=True)
+                replica.zero_grad(set_to_none=False)
                 for source, target in zip(self.model.parameters(), replica.parameters(), strict=True):
                     target.copy_(source)
                     report.bytes["broadcast_parameters"] += moved([source])
@@ -181,14 +183,19 @@ class DataParallelTrainer:
                 lambda replica, chunk: replica(chunk), list(zip(replicas, chunks, strict=True))
             )
         with phase("gather_outputs"):
-            gathered = torch.cat([output.detach().to(first) for output in outputs]).requires_grad_()
+            gathered = torch.cat(
+                [output.detach().to(first, copy=True) for output in outputs]
+            ).requires_grad_()
         report.bytes["gather_outputs"] = moved(outputs[1:])
         with phase("loss"):
             loss = nn.functional.cross_entropy(gathered, targets)
             loss.backward()
         with phase("scatter_output_gradients"):
             pieces = gathered.grad.split([len(output) for output in outputs])
-            gradients = [piece.to(device) for piece, device in zip(pieces, self.devices, strict=False)]
+            gradients = [pieces[0]] + [
+                piece.to(device, copy=True)
+                for piece, device in zip(pieces[1:], self.devices[1:], strict=False)
+            ]
         report.bytes["scatter_output_gradients"] = moved(gradients[1:])
         with phase("backward"):
             in_threads(
@@ -197,7 +204,7 @@ class DataParallelTrainer:
         with phase("reduce_gradients"), torch.no_grad():
             for replica in replicas[1:]:
                 for master, copied in zip(self.model.parameters(), replica.parameters(), strict=True):
-                    master.grad += copied.grad.to(first)
+                    master.grad += copied.grad.to(first, copy=True)
                     report.bytes["reduce_gradients"] += moved([copied.grad])
         with phase("optimizer_step"):
             self.optimizer.step()
@@ -252,11 +259,64 @@ def time_dataparallel_steps(
 
 
 def verdict(single: dict, multi: dict) -> str:
-    """Network choke or GPU choke, from the measured ratio and the step times of 1 and k replicas."""
+    """Network choke or compute choke (the seed's "GPU choke"), from measured times of 1 and k replicas.
+
+    The kind follows the measured ratio of transfer time to compute time with k replicas; the speed-up
+    says what adding replicas did to the step on this hardware.
+    """
     ratio = multi["communication_to_compute"]
     speedup = single["step_seconds"] / multi["step_seconds"]
-    kind = "network choke" if ratio >= 1 else "GPU choke"
+    kind = "network choke" if ratio >= 1 else "compute choke"
+    effect = "about the same" if abs(speedup - 1) < 0.02 else ("slower" if speedup < 1 else "faster")
     return (
         f"{kind}: with {multi['replicas']} replicas, moving data took {ratio:.2f}x the time of computing, "
-        f"and a step ran {speedup:.2f}x as fast as with one replica"
+        f"and a step took {1 / speedup:.2f}x the time of one replica ({effect})"
     )
+
+
+def replica_devices(device: str, replicas: int, gpus: int | None = None) -> tuple[list[str], bool]:
+    """Devices for ``replicas`` replicas, and whether they share one device.
+
+    Distinct GPUs when at least ``replicas`` may be used (``gpus``, at most the visible ones); otherwise
+    every replica on the one device (the CPU, or the first GPU), which shows the mechanics and their
+    overheads but cannot speed anything up.
+    """
+    check_positive(replicas=replicas)
+    target = pick_device(device)
+    usable = torch.cuda.device_count() if target.type == "cuda" else 0
+    if gpus is not None:
+        usable = min(usable, gpus)
+    if target.type == "cuda" and usable >= replicas:
+        return [f"cuda:{index}" for index in range(replicas)], False
+    return [str(target)] * replicas, replicas > 1
+
+
+def stored_dataparallel_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
+    """``time_dataparallel_steps`` through the results store."""
+    config = {
+        "kind": "dataparallel_timing",
+        "model": model_name,
+        "train_samples": len(train_set),
+        "threads": torch.get_num_threads(),
+        **settings,
+    }
+    return store.measure(config, lambda: time_dataparallel_steps(model_name, train_set, **settings))
+
+
+def fit_seconds_per_byte(bytes_moved, seconds) -> dict:
+    """Least-squares line seconds = intercept + slope x bytes (the seed's "Time = const x Transfer").
+
+    The slope's inverse is the effective bandwidth of the copies, in bytes per second.
+    """
+    x = torch.as_tensor(list(bytes_moved), dtype=torch.float64)
+    y = torch.as_tensor(list(seconds), dtype=torch.float64)
+    design = torch.stack([torch.ones_like(x), x], dim=1)
+    intercept, slope = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1).tolist()
+    residual = y - (intercept + slope * x)
+    r_squared = 1 - float(residual.pow(2).sum() / (y - y.mean()).pow(2).sum())
+    return {
+        "intercept_seconds": intercept,
+        "seconds_per_byte": slope,
+        "bytes_per_second": 1 / slope if slope > 0 else float("inf"),
+        "r_squared": r_squared,
+    }

@@ -107,3 +107,14 @@ def describe(info: dict | None = None) -> str:
         names[label] = names.get(label, 0) + 1
     gpus = ", ".join(f"{count}x {label}" for label, count in names.items())
     return f"{gpus}; {cpu}"
+
+
+def peer_access() -> list[dict]:
+    """Which GPU pairs can read each other's memory directly (peer to peer); [] without two GPUs."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [
+        {"from": a, "to": b, "peer_access": torch.cuda.can_device_access_peer(a, b)}
+        for a in range(count)
+        for b in range(count)
+        if a != b
+    ]

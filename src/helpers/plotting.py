@@ -1,4 +1,4 @@
-"""Seaborn figures on tidy frames; every title names the hardware its numbers came from (chapter 1)."""
+"""Seaborn figures on tidy frames; every title names the hardware its numbers came from (chapters 1-2)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,18 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
+
+
+def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
+    """Log-log axes labelled with plain numbers (10, 20, 50 rather than 2 x 10^1), ticks at ``xticks``."""
+    axis.set(xscale="log", yscale="log")
+    axis.set_xticks(xticks)
+    axis.xaxis.set_major_formatter(PLAIN)
+    axis.xaxis.set_minor_formatter(NullFormatter())
+    axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.yaxis.set_major_formatter(PLAIN)
+    axis.yaxis.set_minor_formatter(NullFormatter())
+    axis.tick_params(axis="x", labelrotation=90)
 
 
 def setup_style() -> None:
@@ -93,14 +105,8 @@ def plot_sweep(sweep: pd.DataFrame, hardware: str) -> plt.Figure:
         (axes[1], "samples_per_second", "training samples per second"),
     ):
         sns.lineplot(data=sweep, x="batch_size", y=column, hue="model", marker="o", ax=axis)
-        axis.set(xscale="log", yscale="log", xlabel="batch size", ylabel=label)
-        axis.set_xticks(sorted(sweep["batch_size"].unique()))
-        axis.xaxis.set_major_formatter(PLAIN)
-        axis.xaxis.set_minor_formatter(NullFormatter())
-        axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        axis.yaxis.set_major_formatter(PLAIN)
-        axis.yaxis.set_minor_formatter(NullFormatter())
-        axis.tick_params(axis="x", labelrotation=90)
+        axis.set(xlabel="batch size", ylabel=label)
+        plain_log_axes(axis, sorted(sweep["batch_size"].unique()))
     method = sweep["method"].iloc[0].split(" x ")[0] + " x steps per epoch"
     return titled(figure, f"Batch-size sweep ({method})", hardware)
 
@@ -126,3 +132,46 @@ def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     grid.set_titles("{col_name}")
     grid.set_axis_labels("", "seconds")
     return titled_grid(grid, "One training step under torch.profiler", hardware)
+
+
+def plot_dataparallel_sweep(sweep: pd.DataFrame, hardware: str) -> plt.Figure:
+    """Estimated epoch time against batch size, one line per replica count, one panel per model."""
+    grid = sns.relplot(
+        data=sweep, x="batch_size", y="epoch_seconds", hue="replicas", col="model", kind="line",
+        marker="o", palette="viridis", height=3.4, aspect=1.3, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        plain_log_axes(axis, sorted(sweep["batch_size"].unique()))
+    grid.set_axis_labels("batch size", "seconds per epoch (estimated)")
+    grid.set_titles("{col_name}")
+    method = sweep["method"].iloc[0].split(" x ")[0]
+    return titled_grid(grid, f"DataParallel from primitives ({method} x steps per epoch)", hardware)
+
+
+def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
+    """Seconds per phase of one step, stacked, per model and replica count."""
+    figure, axes = plt.subplots(1, phases["model"].nunique(), figsize=(11, 3.8))
+    for axis, (model, frame) in zip(axes, phases.groupby("model", sort=False), strict=True):
+        table = frame.pivot(index="replicas", columns="phase", values="seconds")[frame["phase"].unique()]
+        table.plot.bar(stacked=True, ax=axis, legend=axis is axes[-1], colormap="tab10", width=0.7)
+        axis.set(title=model, xlabel="replicas", ylabel="seconds per step")
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    return titled(figure, "Where a DataParallel step goes, phase by phase", hardware)
+
+
+def plot_time_against_bytes(points: pd.DataFrame, fit: dict, hardware: str) -> plt.Figure:
+    """Transfer seconds per step against bytes moved per step, with the fitted line."""
+    points = points.assign(megabytes_per_step=points["bytes_per_step"] / 1e6)
+    figure, axis = plt.subplots(figsize=(7, 4))
+    sns.scatterplot(
+        data=points, x="megabytes_per_step", y="transfer_seconds", hue="model", style="replicas", ax=axis
+    )
+    top = points["bytes_per_step"].max()
+    axis.plot(
+        [0, top / 1e6], [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top],
+        color="black", linewidth=1,
+        label=f"fit: {fit['bytes_per_second'] / 1e9:.2f} GB/s, R² {fit['r_squared']:.2f}",
+    )  # fmt: skip
+    axis.set(xlabel="MB moved between replicas per step", ylabel="seconds in transfer phases")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, "Time = const x Transfer", hardware)
