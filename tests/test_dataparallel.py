@@ -124,3 +124,20 @@ def test_fit_recovers_a_known_line():
     assert fit["seconds_per_byte"] == pytest.approx(1e-9)
     assert fit["intercept_seconds"] == pytest.approx(0.001)
     assert fit["bytes_per_second"] == pytest.approx(1e9) and fit["r_squared"] == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on machines without CUDA")
+def test_torch_data_parallel_timing_is_refused_without_cuda(fsdd):
+    with pytest.raises(ValueError, match="needs CUDA devices"):
+        dataparallel.time_torch_dataparallel_steps(
+            "ConvNet", fsdd.split("train"), device_ids=[0], batch_size=10
+        )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_data_parallel_timing_on_cuda(fsdd):
+    timing = dataparallel.time_torch_dataparallel_steps(
+        "ConvNet", data.take(fsdd.split("train"), 40), device_ids=[0], batch_size=20, timed_steps=2
+    )
+    assert timing["replicas"] == 1 and timing["epoch_seconds"] == timing["step_seconds"] * 2
+    assert timing["method"].startswith("median of 2 timed steps (CUDA events)")

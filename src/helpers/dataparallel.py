@@ -30,7 +30,7 @@ from torch.utils.data import TensorDataset
 
 from helpers.data import CLIP_SAMPLES
 from helpers.models import build_model, parameter_bytes
-from helpers.train import Timer, batches, check_positive, make_optimizer, pick_device
+from helpers.train import Timer, batches, check_positive, make_optimizer, pick_device, training_step
 
 PHASES = (
     "scatter_inputs",
@@ -320,3 +320,55 @@ def fit_seconds_per_byte(bytes_moved, seconds) -> dict:
         "bytes_per_second": 1 / slope if slope > 0 else float("inf"),
         "r_squared": r_squared,
     }
+
+
+def time_torch_dataparallel_steps(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    device_ids: list[int],
+    batch_size: int,
+    timed_steps: int = 3,
+    warmup_steps: int = 1,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> dict:
+    """The same step timing for ``torch.nn.DataParallel`` itself, on CUDA devices (it supports no other)."""
+    if not torch.cuda.is_available():
+        raise ValueError("torch.nn.DataParallel needs CUDA devices, and none is visible")
+    check_positive(batch_size=batch_size, timed_steps=timed_steps)
+    first = torch.device(f"cuda:{device_ids[0]}")
+    torch.manual_seed(seed)
+    model = build_model(model_name).to(first)
+    wrapped = nn.DataParallel(model, device_ids=device_ids)
+    optimizer = make_optimizer("adam", model.parameters(), lr)
+    inputs, targets = (t.to(first) for t in train_set.tensors)
+    generator = torch.Generator().manual_seed(seed)
+    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
+    seconds = []
+    for step in range(warmup_steps + timed_steps):
+        index = full[step % len(full)].to(first)
+        with Timer(first) as timer:
+            training_step(wrapped, optimizer, inputs[index], targets[index], nn.functional.cross_entropy)
+        if step >= warmup_steps:
+            seconds.append(timer.seconds)
+    steps_per_epoch = -(-len(targets) // batch_size)
+    step_seconds = statistics.median(seconds)
+    return {
+        "replicas": len(device_ids),
+        "step_seconds": step_seconds,
+        "epoch_seconds": step_seconds * steps_per_epoch,
+        "method": f"median of {timed_steps} timed steps (CUDA events) x {steps_per_epoch} steps per epoch, "
+        f"after {warmup_steps} warm-up step(s)",
+    }
+
+
+def stored_torch_dataparallel_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
+    """``time_torch_dataparallel_steps`` through the results store."""
+    config = {
+        "kind": "torch_dataparallel_timing",
+        "model": model_name,
+        "train_samples": len(train_set),
+        **settings,
+    }
+    return store.measure(config, lambda: time_torch_dataparallel_steps(model_name, train_set, **settings))
