@@ -91,6 +91,16 @@ def test_command_line_prints_the_summary_and_the_cost(project, capsys):
     assert "must not be negative" in capsys.readouterr().err
 
 
+def test_results_folder_of_another_version_is_refused_before_any_work(project, capsys):
+    folder = project / "data" / "results" / "smoke"
+    folder.mkdir(parents=True)
+    (folder / "store.json").write_text('{"schema_version": 0}')
+    with pytest.raises(SystemExit):
+        study.main(["--profile", "smoke"])
+    assert "schema version 0" in capsys.readouterr().err
+    assert not (project / "book" / "chapters" / "01_tiny.ipynb").exists()
+
+
 def test_failed_chapter_keeps_the_old_output_and_its_traceback(project):
     study.run("smoke")
     output = project / "book" / "chapters" / "01_tiny.ipynb"

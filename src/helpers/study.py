@@ -36,7 +36,7 @@ import yaml
 from helpers.hardware import fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.provenance import write_provenance_page
-from helpers.results import ResultStore, canonical_json, now
+from helpers.results import ResultsError, ResultStore, canonical_json, now
 
 PROFILES = ("smoke", "cpu", "gpu")
 DEFAULT_TIME_LIMIT_MINUTES = 60
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gpus must be at least 1")
     try:
         summary = run(args.profile, args.chapters, args.force, args.gpus, args.time_limit_minutes)
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, ResultsError) as error:
         parser.error(str(error))
     except KeyboardInterrupt:  # between chapters: nothing was running
         print("study interrupted: finished chapters and records are kept; rerun to resume", file=sys.stderr)
