@@ -30,11 +30,11 @@ from pathlib import Path
 
 import nbformat
 import pandas as pd
-import psutil
 import yaml
 
 from helpers.hardware import fingerprint
 from helpers.paths import project_root, results_dir
+from helpers.processes import stop_process_tree
 from helpers.provenance import write_provenance_page
 from helpers.results import ResultsError, ResultStore, canonical_json, now
 
@@ -161,22 +161,6 @@ def plan(
             )
         )
     return chapters
-
-
-def stop_process_tree(process: subprocess.Popen, grace_seconds: float = 10) -> None:
-    """Terminate a child and every descendant (papermill's kernel runs in a session of its own)."""
-    try:
-        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        family = []
-    for member in family:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.terminate()
-    _, alive = psutil.wait_procs(family, timeout=grace_seconds)
-    for member in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.kill()
-    process.wait()
 
 
 def execute(chapter: Chapter, profile: str) -> float:

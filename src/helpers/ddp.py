@@ -1,0 +1,162 @@
+"""DistributedDataParallel training worker, one process per rank, started by torchrun (chapter 3).
+
+``python -m torch.distributed.run --nproc-per-node K -m helpers.ddp --config C --output DIR`` is how
+practitioners run it; ``helpers.launch`` does exactly that with a free rendezvous port, a wall-clock
+limit and clean-up. Each rank reads its settings from the JSON file ``C`` and writes
+``DIR/rank<r>.json`` (atomically) with its traffic and, on rank 0, the training history. A rank that
+fails writes ``DIR/rank<r>.error`` first, so that the launcher can name it.
+
+A DDP communication hook records the bytes of every gradient bucket that is all-reduced; for float32
+gradients their sum per step is exactly the model's parameter bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+from helpers.hardware import usable_cores
+from helpers.models import build_model
+from helpers.results import write_json_atomically
+from helpers.train import evaluate, make_optimizer
+
+MAX_TIMEOUT_SECONDS = 120
+
+
+class TrafficRecorder:
+    """State of the recording hook: bytes of each all-reduced bucket, grouped by training step."""
+
+    def __init__(self) -> None:
+        self.step = -1
+        self.buckets: list[list[int]] = []
+
+    def next_step(self) -> None:
+        """Called before each backward pass."""
+        self.step += 1
+        self.buckets.append([])
+
+
+def recording_allreduce_hook(state: TrafficRecorder, bucket):  # DDP rejects string annotations here
+    """Record the bucket's bytes, then all-reduce (average) it as DDP's default hook does."""
+    buffer = bucket.buffer()
+    state.buckets[state.step].append(buffer.numel() * buffer.element_size())
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
+    """Bytes each rank sends in a ring all-reduce of ``gradient_bytes``: 2(k-1)/k of them."""
+    return 2 * (world_size - 1) / world_size * gradient_bytes
+
+
+def train_rank(config: dict, output: Path) -> None:
+    """Train with DDP on this rank and write ``rank<r>.json``."""
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
+    if config["device"] == "cuda":  # gloo may share GPUs between ranks; NCCL gets one each (launch checks)
+        device = torch.device(f"cuda:{local_rank % torch.cuda.device_count()}")
+    else:
+        device = torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
+    dist.init_process_group(config["backend"], timeout=timeout)
+    try:
+        if config.get("fail_rank") == rank:
+            raise RuntimeError(f"rank {rank} fails on purpose (fail_rank={rank})")
+        from helpers.data import load_fsdd, take
+
+        fsdd = load_fsdd(download=False)
+        train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
+        test_set = take(fsdd.split("test"), config.get("test_samples"), config["seed"])
+        per_rank_batch = config["global_batch_size"] // world_size
+        sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, seed=config["seed"])
+        loader = DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler)
+        torch.manual_seed(config["seed"])
+        model = build_model(config["model"]).to(device)
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=config["bucket_cap_mb"],
+        )
+        traffic = TrafficRecorder()
+        ddp.register_comm_hook(traffic, recording_allreduce_hook)
+        optimizer = make_optimizer(config["optimizer"], ddp.parameters(), config["lr"])
+        history = []
+        for epoch in range(config["epochs"]):
+            sampler.set_epoch(epoch)
+            dist.barrier()
+            started = time.perf_counter()
+            loss_sum, seen = torch.zeros((), device=device), 0
+            for inputs, targets in loader:
+                inputs, targets = inputs.to(device), targets.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = nn.functional.cross_entropy(ddp(inputs), targets)
+                traffic.next_step()
+                loss.backward()
+                optimizer.step()
+                loss_sum += loss.detach() * len(targets)
+                seen += len(targets)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            dist.barrier()
+            seconds = time.perf_counter() - started
+            row = {"epoch": epoch + 1, "train_loss": loss_sum.item() / seen, "epoch_seconds": seconds}
+            if rank == 0:
+                row["test_loss"], row["test_accuracy"] = evaluate(model, _on(test_set, device))
+            history.append(row)
+        gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        write_json_atomically(
+            output / f"rank{rank}.json",
+            {
+                "rank": rank,
+                "world_size": world_size,
+                "backend": config["backend"],
+                "device": str(device),
+                "threads": torch.get_num_threads(),
+                "history": history,
+                "bucket_bytes_per_step": traffic.buckets,
+                "gradient_bytes": gradient_bytes,
+            },
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _on(dataset, device):
+    """The dataset's tensors on ``device``."""
+    from torch.utils.data import TensorDataset
+
+    return TensorDataset(*(t.to(device) for t in dataset.tensors))
+
+
+def main() -> int:
+    """Entry point for torchrun: ``-m helpers.ddp --config CONFIG.json --output DIR``."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args()
+    try:
+        train_rank(json.loads(args.config.read_text()), args.output)
+    except Exception:
+        rank = os.environ.get("RANK", "?")
+        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Launch DDP workers with torchrun, safely (chapter 3).
+
+``launch`` checks the request before starting anything (NCCL needs one GPU per rank: it refuses two
+ranks on one GPU), then runs ``python -m torch.distributed.run --standalone`` — whose rendezvous takes
+a free port, so two launches never collide — with per-rank logs, a wall-clock limit and clean-up of
+every process on error, interrupt or timeout. Results come back through the files the ranks write,
+never through their console output.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from helpers.processes import stop_process_tree
+
+BACKENDS = ("gloo", "nccl")
+
+
+class LaunchError(RuntimeError):
+    """A launch that failed, timed out, or whose ranks reported an error."""
+
+
+def check_request(backend: str, device: str, world_size: int) -> None:
+    """Refuse, with the reason, what cannot work, before any process starts.
+
+    Gloo may share GPUs between ranks (rank r uses GPU r mod count); NCCL may not.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive integer, not {world_size!r}")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "cuda" and gpus == 0:
+        raise ValueError("device 'cuda' asked for, but no CUDA device is visible")
+    if backend == "nccl":
+        if device != "cuda":
+            raise ValueError("NCCL only moves CUDA tensors: use device 'cuda', or the gloo backend for CPU")
+        if world_size > gpus:
+            raise ValueError(
+                f"NCCL needs one GPU per rank: {world_size} ranks asked for, {gpus} GPU(s) visible "
+                "(NCCL refuses two ranks on one GPU; use gloo to share a GPU between ranks)"
+            )
+
+
+def torchrun_command(
+    world_size: int, config_path: Path, output: Path, logs: Path, rendezvous: list[str]
+) -> list:
+    """The torchrun command line for ``world_size`` local ranks of ``helpers.ddp``."""
+    return [
+        sys.executable, "-m", "torch.distributed.run", *rendezvous,
+        f"--nproc-per-node={world_size}", "--max-restarts=0", "--monitor-interval=0.5",
+        "--log-dir", str(logs), "--redirects", "3",
+        "-m", "helpers.ddp", "--config", str(config_path), "--output", str(output),
+    ]  # fmt: skip
+
+
+def collect(output: Path, ranks: int) -> list[dict]:
+    """Every rank's result file; LaunchError naming the ranks that reported errors or wrote nothing."""
+    errors = sorted(output.glob("rank*.error"))
+    if errors:
+        first = errors[0].read_text().strip().splitlines()[-1]
+        names = ", ".join(path.stem.removeprefix("rank") for path in errors)
+        raise LaunchError(f"rank {names} failed: {first}")
+    missing = [rank for rank in range(ranks) if not (output / f"rank{rank}.json").exists()]
+    if missing:
+        raise LaunchError(f"rank(s) {missing} wrote no result; see the logs in {output / 'logs'}")
+    return [json.loads((output / f"rank{rank}.json").read_text()) for rank in range(ranks)]
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that is free right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def node_rendezvous(nodes: int, endpoint: str, run_id: str) -> list[str]:
+    """torchrun's options for one of ``nodes`` machines meeting at ``endpoint`` (c10d rendezvous)."""
+    return [f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}"]
+
+
+def launch(
+    config: dict,
+    world_size: int,
+    *,
+    nodes: int = 1,
+    time_limit_seconds: float = 600,
+    output: Path | None = None,
+) -> list[dict]:
+    """Run ``helpers.ddp`` on ``world_size`` ranks; returns each rank's result, rank 0 first.
+
+    With ``nodes`` > 1 the ranks are split over that many torchrun "nodes" on this machine that meet
+    through a c10d rendezvous on the loopback interface: the same command a multi-machine run uses,
+    with the head node's address in place of 127.0.0.1.
+    """
+    check_request(config["backend"], config["device"], world_size)
+    if config["global_batch_size"] % world_size:
+        raise ValueError(
+            f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"
+        )
+    output = Path(output or tempfile.mkdtemp(prefix="ddp-"))
+    output.mkdir(parents=True, exist_ok=True)
+    config_path = output / "config.json"
+    config_path.write_text(json.dumps(config, indent=1))
+    if nodes == 1:
+        commands = [torchrun_command(world_size, config_path, output, output / "logs", ["--standalone"])]
+    else:
+        if world_size % nodes:
+            raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
+        rendezvous = node_rendezvous(nodes, f"127.0.0.1:{free_port()}", output.name)
+        commands = [
+            torchrun_command(
+                world_size // nodes, config_path, output, output / f"logs-node{node}", rendezvous
+            )
+            for node in range(nodes)
+        ]
+    run_processes(commands, time_limit_seconds)
+    return collect(output, world_size)
+
+
+def run_processes(commands: list[list], time_limit_seconds: float) -> None:
+    """Start every command, wait for all within the limit; on any failure stop every process tree."""
+    processes = [subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for command in commands]  # fmt: skip
+    deadline = time.monotonic() + time_limit_seconds
+    try:
+        for process in processes:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise LaunchError(
+            f"the launch exceeded its {time_limit_seconds:.0f} s limit and was stopped"
+        ) from None
+    finally:
+        for process in processes:
+            stop_process_tree(process, grace_seconds=5)

@@ -1,0 +1,82 @@
+"""helpers.launch: real torchrun launches of helpers.ddp with Gloo, and every way one must end cleanly."""
+
+import time
+
+import psutil
+import pytest
+import torch
+
+from helpers import launch, models
+
+CONFIG = dict(
+    backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=40, test_samples=20,
+    global_batch_size=20, epochs=1, optimizer="adam", lr=1e-3, bucket_cap_mb=25, timeout_seconds=60,
+)  # fmt: skip
+
+
+def ddp_processes() -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if "helpers.ddp" in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(recordings):
+    yield
+    assert not ddp_processes(), "a launch left processes behind"
+
+
+@pytest.mark.parametrize(("model", "bucket_cap_mb"), [("LinearNet", 25), ("ConvNet", 0.5)])
+def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb):
+    config = {
+        **CONFIG,
+        "model": model,
+        "bucket_cap_mb": bucket_cap_mb,
+        "global_batch_size": 8,
+        "train_samples": 16,
+    }
+    results = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path)
+    expected = models.parameter_bytes(models.build_model(model))
+    for result in results:
+        assert result["gradient_bytes"] == expected
+        assert [sum(step) for step in result["bucket_bytes_per_step"]] == [expected, expected]
+        assert result["threads"] == 1  # two ranks share this machine's cores
+    if model == "ConvNet":
+        assert len(results[0]["bucket_bytes_per_step"][-1]) > 1  # a 0.5 MB cap splits 1.5 MB of gradients
+    assert [r["rank"] for r in results] == [0, 1] and "test_accuracy" in results[0]["history"][0]
+
+
+def test_a_failing_rank_is_named_quickly(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(launch.LaunchError, match="rank 1 failed: RuntimeError: rank 1 fails on purpose"):
+        launch.launch({**CONFIG, "fail_rank": 1}, 2, time_limit_seconds=120, output=tmp_path)
+    assert time.monotonic() - started < 60
+
+
+def test_a_launch_over_its_limit_is_stopped(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(launch.LaunchError, match="exceeded its 6 s limit"):
+        launch.launch(
+            {**CONFIG, "epochs": 1000, "train_samples": 200}, 2, time_limit_seconds=6, output=tmp_path
+        )
+    assert time.monotonic() - started < 30
+
+
+def test_two_nodes_meet_over_loopback(tmp_path):
+    results = launch.launch(CONFIG, 2, nodes=2, time_limit_seconds=120, output=tmp_path)
+    assert [(r["rank"], r["world_size"]) for r in results] == [(0, 2), (1, 2)]
+    assert (tmp_path / "logs-node0").is_dir() and (tmp_path / "logs-node1").is_dir()
+
+
+def test_impossible_requests_are_refused_before_starting():
+    with pytest.raises(ValueError, match="NCCL only moves CUDA tensors"):
+        launch.check_request("nccl", "cpu", 1)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        launch.check_request("mpi", "cpu", 2)
+    with pytest.raises(ValueError, match="positive integer"):
+        launch.check_request("gloo", "cpu", 0)
+    with pytest.raises(ValueError, match="not divisible by 3 ranks"):
+        launch.launch(CONFIG, 3)
+    with pytest.raises(ValueError, match="cannot be split evenly over 2 nodes"):
+        launch.launch({**CONFIG, "global_batch_size": 30}, 3, nodes=2)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU" if gpus else "no CUDA device"):
+        launch.check_request("nccl", "cuda", gpus + 1)
