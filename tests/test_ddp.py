@@ -16,3 +16,26 @@ def test_recorder_groups_buckets_by_step():
 @pytest.mark.parametrize(("world_size", "sent"), [(1, 0), (2, 100), (4, 150), (8, 175)])
 def test_ring_all_reduce_sends_two_k_minus_one_over_k(world_size, sent):
     assert ddp.ring_bytes_per_rank(100, world_size) == sent
+
+
+def test_compression_is_checked_and_unknown_settings_refused():
+    with pytest.raises(ValueError, match="compression must be"):
+        ddp.TrafficRecorder("int8")
+    with pytest.raises(ValueError, match="unknown DDP setting"):
+        ddp.ddp_config(batchsize=10)
+    assert ddp.ddp_config(model="ConvNet")["model"] == "ConvNet"
+
+
+def test_summary_of_a_run():
+    history = [{"epoch": 1, "epoch_seconds": 9.0, "train_loss": 2.0}, {"epoch": 2, "epoch_seconds": 3.0,
+               "train_loss": 1.5, "train_accuracy": 0.5, "test_accuracy": 0.4}]  # fmt: skip
+    results = [
+        {"world_size": 4, "history": history, "bucket_bytes_per_step": [[60, 40], [60, 40]],
+         "gradient_bytes": 100, "threads": 1},
+    ]  # fmt: skip
+    summary = ddp.summarize_run(results)
+    assert summary["epoch_seconds"] == 3.0 and summary["steps"] == 2 and summary["buckets_per_step"] == 2
+    assert (
+        summary["all_reduced_bytes_per_step"] == 100 and summary["ring_bytes_sent_per_rank_per_step"] == 150
+    )
+    assert summary["method"].startswith("wall time of epoch 2")

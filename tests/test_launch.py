@@ -80,3 +80,20 @@ def test_impossible_requests_are_refused_before_starting():
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU" if gpus else "no CUDA device"):
         launch.check_request("nccl", "cuda", gpus + 1)
+
+
+def test_bf16_compression_halves_the_all_reduced_bytes(tmp_path):
+    config = {**CONFIG, "compression": "bf16"}
+    results = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path)
+    assert [sum(step) for step in results[0]["bucket_bytes_per_step"]] == [48_408_880 // 2] * 2
+
+
+def test_backend_table_and_multi_node_command():
+    table = {(row["backend"], row["tensors on"]): row["here"] for row in launch.backend_support()}
+    assert table[("gloo", "cpu")] == "2 ranks: yes"
+    assert "NCCL only moves CUDA tensors" in table[("nccl", "cpu")]
+    command = launch.multi_node_command(nodes=2, ranks_per_node=4, head_address="10.0.0.1")
+    assert command.startswith("torchrun --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500")
+    assert "--nproc-per-node=4" in command and command.endswith(
+        "-m helpers.ddp --config config.json --output results"
+    )

@@ -74,3 +74,8 @@ def test_dataparallel_figures_name_the_hardware():
     assert HARDWARE in title(plotting.plot_phase_breakdown(phases, HARDWARE))
     fit = {"intercept_seconds": 0.0, "seconds_per_byte": 2e-10, "bytes_per_second": 5e9, "r_squared": 0.99}
     assert "Time = const x Transfer" in title(plotting.plot_time_against_bytes(sweep[2:], fit, HARDWARE))
+
+
+def test_bar_chart_names_the_hardware():
+    frame = pd.DataFrame({"model": ["LinearNet", "LinearNet"], "ranks": [1, 2], "epoch_seconds": [0.4, 1.1]})
+    assert HARDWARE in title(plotting.plot_bars(frame, "model", "epoch_seconds", "ranks", "DDP", HARDWARE))

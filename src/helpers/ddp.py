@@ -36,10 +36,24 @@ from helpers.train import evaluate, make_optimizer
 MAX_TIMEOUT_SECONDS = 120
 
 
-class TrafficRecorder:
-    """State of the recording hook: bytes of each all-reduced bucket, grouped by training step."""
+COMPRESSION_HOOKS = {
+    None: default_hooks.allreduce_hook,
+    "fp16": default_hooks.fp16_compress_hook,
+    "bf16": default_hooks.bf16_compress_hook,
+}
 
-    def __init__(self) -> None:
+
+class TrafficRecorder:
+    """State of the recording hook: bytes of each all-reduced bucket, grouped by training step.
+
+    With ``compression`` ("fp16" or "bf16") the bucket travels as 2-byte floats, and that is what is
+    recorded.
+    """
+
+    def __init__(self, compression: str | None = None) -> None:
+        if compression not in COMPRESSION_HOOKS:
+            raise ValueError(f"compression must be None, 'fp16' or 'bf16', not {compression!r}")
+        self.compression = compression
         self.step = -1
         self.buckets: list[list[int]] = []
 
@@ -50,10 +64,11 @@ class TrafficRecorder:
 
 
 def recording_allreduce_hook(state: TrafficRecorder, bucket):  # DDP rejects string annotations here
-    """Record the bucket's bytes, then all-reduce (average) it as DDP's default hook does."""
+    """Record the bytes the bucket travels as, then all-reduce (average) it with DDP's own hook."""
     buffer = bucket.buffer()
-    state.buckets[state.step].append(buffer.numel() * buffer.element_size())
-    return default_hooks.allreduce_hook(None, bucket)
+    element_bytes = 2 if state.compression else buffer.element_size()
+    state.buckets[state.step].append(buffer.numel() * element_bytes)
+    return COMPRESSION_HOOKS[state.compression](None, bucket)
 
 
 def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
@@ -92,7 +107,7 @@ def train_rank(config: dict, output: Path) -> None:
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=config["bucket_cap_mb"],
         )
-        traffic = TrafficRecorder()
+        traffic = TrafficRecorder(config.get("compression"))
         ddp.register_comm_hook(traffic, recording_allreduce_hook)
         optimizer = make_optimizer(config["optimizer"], ddp.parameters(), config["lr"])
         history = []
@@ -118,6 +133,8 @@ def train_rank(config: dict, output: Path) -> None:
             if rank == 0:
                 row["test_loss"], row["test_accuracy"] = evaluate(model, _on(test_set, device))
             history.append(row)
+        if rank == 0:
+            _, history[-1]["train_accuracy"] = evaluate(model, _on(train_set, device))
         gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         write_json_atomically(
             output / f"rank{rank}.json",
@@ -160,3 +177,50 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def ddp_config(**settings) -> dict:
+    """A worker configuration: the defaults of chapter 3, overridden by ``settings``."""
+    config = {
+        "backend": "gloo", "device": "cpu", "model": "LinearNet", "seed": 0, "train_samples": None,
+        "test_samples": None, "global_batch_size": 50, "epochs": 2, "optimizer": "adam", "lr": 1e-3,
+        "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60,
+    }  # fmt: skip
+    unknown = sorted(set(settings) - set(config) - {"threads"})
+    if unknown:
+        raise ValueError(f"unknown DDP setting(s): {', '.join(unknown)}")
+    return {**config, **settings}
+
+
+def summarize_run(results: list[dict]) -> dict:
+    """What a chapter plots of one launch: last-epoch time, losses, accuracy and traffic per rank."""
+    first = results[0]
+    last = first["history"][-1]
+    steps = len(first["bucket_bytes_per_step"])
+    all_reduced = sum(sum(step) for step in first["bucket_bytes_per_step"])
+    return {
+        "world_size": first["world_size"],
+        "epoch_seconds": last["epoch_seconds"],
+        "method": f"wall time of epoch {last['epoch']} between barriers (epoch 1 includes warm-up)",
+        "train_loss": last["train_loss"],
+        "train_accuracy": last.get("train_accuracy"),
+        "test_accuracy": last["test_accuracy"],
+        "history": first["history"],
+        "steps": steps,
+        "all_reduced_bytes_per_step": all_reduced / steps,
+        "buckets_per_step": len(first["bucket_bytes_per_step"][-1]),
+        "ring_bytes_sent_per_rank_per_step": ring_bytes_per_rank(all_reduced / steps, first["world_size"]),
+        "gradient_bytes": first["gradient_bytes"],
+        "threads_per_rank": first["threads"],
+    }
+
+
+def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **settings) -> dict:
+    """Launch ``world_size`` ranks through the results store (a finished identical run is reused)."""
+    from helpers.launch import launch
+
+    config = {"kind": "ddp_run", "world_size": world_size, **ddp_config(**settings)}
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
+    return store.measure(
+        config, lambda: summarize_run(launch(worker, world_size, time_limit_seconds=time_limit_seconds))
+    )

@@ -143,3 +143,34 @@ def run_processes(commands: list[list], time_limit_seconds: float) -> None:
     finally:
         for process in processes:
             stop_process_tree(process, grace_seconds=5)
+
+
+def backend_support() -> list[dict]:
+    """What this torch build and machine offer: each backend and device, and whether a launch may use it."""
+    available = {
+        "gloo": torch.distributed.is_gloo_available(),
+        "nccl": torch.distributed.is_nccl_available(),
+        "mpi": torch.distributed.is_mpi_available(),
+    }
+    rows = []
+    for backend, built in available.items():
+        for device in ("cpu", "cuda"):
+            if not built:
+                verdict = "not built into this torch"
+            elif backend == "mpi":
+                verdict = "built, not used by this study"
+            else:
+                try:
+                    check_request(backend, device, 2)
+                    verdict = "2 ranks: yes"
+                except ValueError as error:
+                    verdict = f"2 ranks: no ({error})"
+            rows.append({"backend": backend, "tensors on": device, "in this build": built, "here": verdict})
+    return rows
+
+
+def multi_node_command(nodes: int, ranks_per_node: int, head_address: str = "HEAD_NODE_ADDRESS") -> str:
+    """The torchrun line to type on each of ``nodes`` machines for a multi-node run of the worker."""
+    rendezvous = node_rendezvous(nodes, f"{head_address}:29500", "gpu-study")
+    command = torchrun_command(ranks_per_node, Path("config.json"), Path("results"), Path("logs"), rendezvous)
+    return " ".join(["torchrun", *command[3:]])

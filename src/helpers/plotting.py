@@ -175,3 +175,11 @@ def plot_time_against_bytes(points: pd.DataFrame, fit: dict, hardware: str) -> p
     axis.set(xlabel="MB moved between replicas per step", ylabel="seconds in transfer phases")
     axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return titled(figure, "Time = const x Transfer", hardware)
+
+
+def plot_bars(frame: pd.DataFrame, x: str, y: str, hue: str, what: str, hardware: str) -> plt.Figure:
+    """One bar chart of a measured quantity, titled with what it shows and the hardware."""
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=axis)
+    axis.legend(title=hue, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, hardware)
