@@ -30,7 +30,14 @@ from torch.utils.data import TensorDataset
 
 from helpers.data import CLIP_SAMPLES
 from helpers.models import build_model, parameter_bytes
-from helpers.train import Timer, batches, check_positive, make_optimizer, pick_device, training_step
+from helpers.train import (
+    Timer,
+    check_positive,
+    make_optimizer,
+    pick_device,
+    step_batches,
+    time_training_steps,
+)
 
 PHASES = (
     "scatter_inputs",
@@ -224,17 +231,14 @@ def time_dataparallel_steps(
     seed: int = 0,
 ) -> dict:
     """Median seconds per phase and per step of DataParallel, the bytes moved, and the epoch they imply."""
-    check_positive(batch_size=batch_size, timed_steps=timed_steps)
-    if batch_size > len(train_set):
-        raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
+    check_positive(timed_steps=timed_steps)
+    indices = step_batches(len(train_set), batch_size, seed, warmup_steps + timed_steps)
     torch.manual_seed(seed)
     trainer = DataParallelTrainer(build_model(model_name), devices, lr=lr)
     inputs, targets = (t.to(trainer.devices[0]) for t in train_set.tensors)
-    generator = torch.Generator().manual_seed(seed)
-    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
     reports = []
-    for step in range(warmup_steps + timed_steps):
-        index = full[step % len(full)].to(trainer.devices[0])
+    for step, index in enumerate(indices):
+        index = index.to(trainer.devices[0])
         report = trainer.step(inputs[index], targets[index], timed=True)
         if step >= warmup_steps:
             reports.append(report)
@@ -336,31 +340,12 @@ def time_torch_dataparallel_steps(
     """The same step timing for ``torch.nn.DataParallel`` itself, on CUDA devices (it supports no other)."""
     if not torch.cuda.is_available():
         raise ValueError("torch.nn.DataParallel needs CUDA devices, and none is visible")
-    check_positive(batch_size=batch_size, timed_steps=timed_steps)
-    first = torch.device(f"cuda:{device_ids[0]}")
-    torch.manual_seed(seed)
-    model = build_model(model_name).to(first)
-    wrapped = nn.DataParallel(model, device_ids=device_ids)
-    optimizer = make_optimizer("adam", model.parameters(), lr)
-    inputs, targets = (t.to(first) for t in train_set.tensors)
-    generator = torch.Generator().manual_seed(seed)
-    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
-    seconds = []
-    for step in range(warmup_steps + timed_steps):
-        index = full[step % len(full)].to(first)
-        with Timer(first) as timer:
-            training_step(wrapped, optimizer, inputs[index], targets[index], nn.functional.cross_entropy)
-        if step >= warmup_steps:
-            seconds.append(timer.seconds)
-    steps_per_epoch = -(-len(targets) // batch_size)
-    step_seconds = statistics.median(seconds)
-    return {
-        "replicas": len(device_ids),
-        "step_seconds": step_seconds,
-        "epoch_seconds": step_seconds * steps_per_epoch,
-        "method": f"median of {timed_steps} timed steps (CUDA events) x {steps_per_epoch} steps per epoch, "
-        f"after {warmup_steps} warm-up step(s)",
-    }
+    timing = time_training_steps(
+        model_name, train_set, batch_size=batch_size, timed_steps=timed_steps, warmup_steps=warmup_steps,
+        lr=lr, seed=seed, device=f"cuda:{device_ids[0]}",
+        wrap=lambda model: nn.DataParallel(model, device_ids=device_ids),
+    )  # fmt: skip
+    return {"replicas": len(device_ids), **timing}
 
 
 def stored_torch_dataparallel_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:

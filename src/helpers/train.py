@@ -200,6 +200,19 @@ def train(
     return run
 
 
+def step_batches(samples: int, batch_size: int, seed: int, count: int) -> list[torch.Tensor]:
+    """``count`` index tensors of full batches from a seeded shuffle, cycled if one epoch has fewer.
+
+    The batches every step-timing function of the book measures on (chapters 1 and 2).
+    """
+    check_positive(batch_size=batch_size, count=count)
+    if batch_size > samples:
+        raise ValueError(f"batch_size {batch_size} exceeds the {samples} training samples")
+    generator = torch.Generator().manual_seed(seed)
+    full = [i for i in batches(samples, batch_size, generator) if len(i) == batch_size]
+    return [full[step % len(full)] for step in range(count)]
+
+
 def time_training_steps(
     model_name: str,
     train_set: TensorDataset,
@@ -212,29 +225,29 @@ def time_training_steps(
     seed: int = 0,
     device: str = "auto",
     autocast_dtype: torch.dtype | None = None,
+    wrap=None,
 ) -> dict:
     """Median seconds per training step at ``batch_size``, and the epoch time it implies.
 
     Steps use the first full batches of a seeded shuffle. The warm-up steps run on the measured model and
     optimizer themselves, so that lazily created optimizer state is paid for before the clock starts. The
     epoch estimate is the median step time times the steps in one epoch of ``train_set`` (``method``).
+    ``wrap`` (for example ``torch.nn.DataParallel``) wraps the model for the forward pass.
     """
-    check_positive(batch_size=batch_size, timed_steps=timed_steps)
-    if batch_size > len(train_set):
-        raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
+    check_positive(timed_steps=timed_steps)
+    indices = step_batches(len(train_set), batch_size, seed, warmup_steps + timed_steps)
     target = pick_device(device)
     torch.manual_seed(seed)
     model = build_model(model_name).to(target)
+    stepped = wrap(model) if wrap else model
     optim = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = to_device(train_set, target).tensors
-    generator = torch.Generator().manual_seed(seed)
-    full = [i for i in batches(len(targets), batch_size, generator) if len(i) == batch_size]
     step_seconds = []
-    for step in range(warmup_steps + timed_steps):
-        index = full[step % len(full)].to(target)
+    for step, index in enumerate(indices):
+        index = index.to(target)
         with Timer(target) as timer:
             training_step(
-                model, optim, inputs[index], targets[index], nn.functional.cross_entropy, autocast_dtype
+                stepped, optim, inputs[index], targets[index], nn.functional.cross_entropy, autocast_dtype
             )
         if step >= warmup_steps:
             step_seconds.append(timer.seconds)
