@@ -28,10 +28,12 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
+from helpers.data import load_fsdd, take
 from helpers.hardware import usable_cores
+from helpers.launch import launch
 from helpers.models import build_model
 from helpers.results import write_json_atomically
-from helpers.train import evaluate, make_optimizer
+from helpers.train import evaluate, make_optimizer, to_device
 
 MAX_TIMEOUT_SECONDS = 120
 
@@ -92,11 +94,9 @@ def train_rank(config: dict, output: Path) -> None:
     try:
         if config.get("fail_rank") == rank:
             raise RuntimeError(f"rank {rank} fails on purpose (fail_rank={rank})")
-        from helpers.data import load_fsdd, take
-
         fsdd = load_fsdd(download=False)
         train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
-        test_set = take(fsdd.split("test"), config.get("test_samples"), config["seed"])
+        test_set = to_device(take(fsdd.split("test"), config.get("test_samples"), config["seed"]), device)
         per_rank_batch = config["global_batch_size"] // world_size
         sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, seed=config["seed"])
         loader = DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler)
@@ -131,10 +131,10 @@ def train_rank(config: dict, output: Path) -> None:
             seconds = time.perf_counter() - started
             row = {"epoch": epoch + 1, "train_loss": loss_sum.item() / seen, "epoch_seconds": seconds}
             if rank == 0:
-                row["test_loss"], row["test_accuracy"] = evaluate(model, _on(test_set, device))
+                row["test_loss"], row["test_accuracy"] = evaluate(model, test_set)
             history.append(row)
         if rank == 0:
-            _, history[-1]["train_accuracy"] = evaluate(model, _on(train_set, device))
+            _, history[-1]["train_accuracy"] = evaluate(model, to_device(train_set, device))
         gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         write_json_atomically(
             output / f"rank{rank}.json",
@@ -151,13 +151,6 @@ def train_rank(config: dict, output: Path) -> None:
         )
     finally:
         dist.destroy_process_group()
-
-
-def _on(dataset, device):
-    """The dataset's tensors on ``device``."""
-    from torch.utils.data import TensorDataset
-
-    return TensorDataset(*(t.to(device) for t in dataset.tensors))
 
 
 def main() -> int:
@@ -217,8 +210,6 @@ def summarize_run(results: list[dict]) -> dict:
 
 def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **settings) -> dict:
     """Launch ``world_size`` ranks through the results store (a finished identical run is reused)."""
-    from helpers.launch import launch
-
     config = {"kind": "ddp_run", "world_size": world_size, **ddp_config(**settings)}
     worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
     return store.measure(
