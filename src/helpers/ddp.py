@@ -12,13 +12,10 @@ gradients their sum per step is exactly the model's parameter bytes.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -30,7 +27,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.data import load_fsdd, take
 from helpers.hardware import usable_cores
-from helpers.launch import launch
+from helpers.launch import launch, worker_main
 from helpers.models import build_model
 from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
@@ -155,21 +152,7 @@ def train_rank(config: dict, output: Path) -> None:
 
 def main() -> int:
     """Entry point for torchrun: ``-m helpers.ddp --config CONFIG.json --output DIR``."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--config", required=True, type=Path)
-    parser.add_argument("--output", required=True, type=Path)
-    args = parser.parse_args()
-    try:
-        train_rank(json.loads(args.config.read_text()), args.output)
-    except Exception:
-        rank = os.environ.get("RANK", "?")
-        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
-        raise
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return worker_main(train_rank, main.__doc__)
 
 
 def ddp_config(**settings) -> dict:
@@ -215,3 +198,7 @@ def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **se
     return store.measure(
         config, lambda: summarize_run(launch(worker, world_size, time_limit_seconds=time_limit_seconds))
     )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Launch DDP workers with torchrun, safely (chapter 3).
+"""Launch worker modules with torchrun, safely (chapter 3; chapter 4's collectives reuse it).
 
 ``launch`` checks the request before starting anything (NCCL needs one GPU per rank: it refuses two
 ranks on one GPU), then runs ``python -m torch.distributed.run --standalone`` — whose rendezvous takes
@@ -9,12 +9,16 @@ never through their console output.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -53,15 +57,39 @@ def check_request(backend: str, device: str, world_size: int) -> None:
 
 
 def torchrun_command(
-    world_size: int, config_path: Path, output: Path, logs: Path, rendezvous: list[str]
+    world_size: int,
+    config_path: Path,
+    output: Path,
+    logs: Path,
+    rendezvous: list[str],
+    module: str = "helpers.ddp",
 ) -> list:
-    """The torchrun command line for ``world_size`` local ranks of ``helpers.ddp``."""
+    """The torchrun command line for ``world_size`` local ranks of the worker ``module``."""
     return [
         sys.executable, "-m", "torch.distributed.run", *rendezvous,
         f"--nproc-per-node={world_size}", "--max-restarts=0", "--monitor-interval=0.5",
         "--log-dir", str(logs), "--redirects", "3",
-        "-m", "helpers.ddp", "--config", str(config_path), "--output", str(output),
+        "-m", module, "--config", str(config_path), "--output", str(output),
     ]  # fmt: skip
+
+
+def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:
+    """The entry point every worker module shares: ``-m MODULE --config CONFIG.json --output DIR``.
+
+    ``run_rank(config, output)`` does the rank's work and writes ``DIR/rank<r>.json``; if it raises,
+    ``DIR/rank<r>.error`` gets the traceback first, so that the launcher can name the rank.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args()
+    try:
+        run_rank(json.loads(args.config.read_text()), args.output)
+    except Exception:
+        rank = os.environ.get("RANK", "?")
+        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
+        raise
+    return 0
 
 
 def collect(output: Path, ranks: int) -> list[dict]:
@@ -93,34 +121,39 @@ def launch(
     config: dict,
     world_size: int,
     *,
+    module: str = "helpers.ddp",
     nodes: int = 1,
     time_limit_seconds: float = 600,
     output: Path | None = None,
 ) -> list[dict]:
-    """Run ``helpers.ddp`` on ``world_size`` ranks; returns each rank's result, rank 0 first.
+    """Run the worker ``module`` on ``world_size`` ranks; returns each rank's result, rank 0 first.
+
+    ``config`` (JSON) reaches every rank; it names at least ``backend`` and ``device``.
 
     With ``nodes`` > 1 the ranks are split over that many torchrun "nodes" on this machine that meet
     through a c10d rendezvous on the loopback interface: the same command a multi-machine run uses,
     with the head node's address in place of 127.0.0.1.
     """
     check_request(config["backend"], config["device"], world_size)
-    if config["global_batch_size"] % world_size:
+    if "global_batch_size" in config and config["global_batch_size"] % world_size:
         raise ValueError(
             f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"
         )
-    output = Path(output or tempfile.mkdtemp(prefix="ddp-"))
+    output = Path(output or tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-"))
     output.mkdir(parents=True, exist_ok=True)
     config_path = output / "config.json"
     config_path.write_text(json.dumps(config, indent=1))
     if nodes == 1:
-        commands = [torchrun_command(world_size, config_path, output, output / "logs", ["--standalone"])]
+        commands = [
+            torchrun_command(world_size, config_path, output, output / "logs", ["--standalone"], module)
+        ]
     else:
         if world_size % nodes:
             raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
         rendezvous = node_rendezvous(nodes, f"127.0.0.1:{free_port()}", output.name)
         commands = [
             torchrun_command(
-                world_size // nodes, config_path, output, output / f"logs-node{node}", rendezvous
+                world_size // nodes, config_path, output, output / f"logs-node{node}", rendezvous, module
             )
             for node in range(nodes)
         ]
