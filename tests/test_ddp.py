@@ -1,5 +1,6 @@
 """helpers.ddp: the traffic recorder and the ring formula (the worker itself runs in tests/test_launch.py)."""
 
+import pandas as pd
 import pytest
 
 from helpers import ddp
@@ -39,3 +40,33 @@ def test_summary_of_a_run():
         summary["all_reduced_bytes_per_step"] == 100 and summary["ring_bytes_sent_per_rank_per_step"] == 150
     )
     assert summary["method"].startswith("wall time of epoch 2")
+
+
+def test_traffic_per_epoch_keeps_inputs_and_halves_all_reduce_as_the_batch_doubles():
+    table = ddp.traffic_per_epoch(["ConvNet"], [32, 64, 128], 2700, world_size=2)
+    assert table["steps"].tolist() == [85, 43, 22]
+    assert table["input bytes"].tolist() == [2700 * 12_000 * 4] * 3
+    assert table["all-reduced bytes"].tolist() == [85 * 1_504_800, 43 * 1_504_800, 22 * 1_504_800]
+    assert table["ring bytes sent per rank (k=2)"].tolist() == table["all-reduced bytes"].tolist()
+
+
+def test_run_plan_gives_the_reason_and_the_main_backend_is_the_first_that_runs():
+    plan = ddp.run_plan(["nccl", "gloo"], "cpu", [1, 2])
+    assert plan[["backend", "ranks", "runs"]].values.tolist() == [
+        ["nccl", 1, False], ["nccl", 2, False], ["gloo", 1, True], ["gloo", 2, True]
+    ]  # fmt: skip
+    assert plan["reason"].iloc[0].startswith("NCCL only moves CUDA tensors")
+    assert ddp.main_backend(plan) == "gloo"
+    with pytest.raises(ValueError, match="no backend can run 2 ranks"):
+        ddp.main_backend(ddp.run_plan(["nccl"], "cpu", [1, 2]))
+
+
+def test_runs_frame_and_parity_summary():
+    record = {"result": {"test_accuracy": 0.5, "history": [1, 2]}}
+    assert ddp.runs_frame([({"seed": 3}, record)]).to_dict("records") == [{"seed": 3, "test_accuracy": 0.5}]
+    parity = pd.DataFrame(
+        {"seed": [0, 0, 1, 1], "ranks": [1, 2, 1, 2], "test_accuracy": [0.50, 0.55, 0.70, 0.60]}
+    )
+    summary = ddp.parity_summary(parity)
+    assert summary["largest_gap"] == pytest.approx(0.10)
+    assert summary["one_process_std"] == pytest.approx(pd.Series([0.5, 0.7]).std())

@@ -77,13 +77,17 @@ def test_impossible_requests_are_refused_before_starting():
         launch.launch(CONFIG, 3)
     with pytest.raises(ValueError, match="cannot be split evenly over 2 nodes"):
         launch.launch({**CONFIG, "global_batch_size": 30}, 3, nodes=2)
+    with pytest.raises(ValueError, match="no CUDA device"):
+        launch.check_request("gloo", "cuda", 1, gpus=0)
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert launch.usable_gpus() == gpus and launch.usable_gpus(gpus=0) == 0
     with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU" if gpus else "no CUDA device"):
         launch.check_request("nccl", "cuda", gpus + 1)
 
 
-def test_bf16_compression_halves_the_all_reduced_bytes(tmp_path):
-    config = {**CONFIG, "compression": "bf16"}
+@pytest.mark.parametrize("compression", ["fp16", "bf16"])
+def test_compression_halves_the_all_reduced_bytes(tmp_path, compression):
+    config = {**CONFIG, "compression": compression}
     results = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path)
     assert [sum(step) for step in results[0]["bucket_bytes_per_step"]] == [48_408_880 // 2] * 2
 

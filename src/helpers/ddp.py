@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -26,9 +27,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.data import load_fsdd, take
+from helpers.dataparallel import SAMPLE_BYTES
 from helpers.hardware import usable_cores
-from helpers.launch import launch, worker_main
-from helpers.models import build_model
+from helpers.launch import check_request, launch, usable_gpus, worker_main
+from helpers.models import build_model, parameter_bytes
 from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
 
@@ -81,7 +83,7 @@ def train_rank(config: dict, output: Path) -> None:
     local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
     if config["device"] == "cuda":  # gloo may share GPUs between ranks; NCCL gets one each (launch checks)
-        device = torch.device(f"cuda:{local_rank % torch.cuda.device_count()}")
+        device = torch.device(f"cuda:{local_rank % usable_gpus(config.get('gpus'))}")
     else:
         device = torch.device("cpu")
     if device.type == "cuda":
@@ -162,7 +164,7 @@ def ddp_config(**settings) -> dict:
         "test_samples": None, "global_batch_size": 50, "epochs": 2, "optimizer": "adam", "lr": 1e-3,
         "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60,
     }  # fmt: skip
-    unknown = sorted(set(settings) - set(config) - {"threads"})
+    unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
     if unknown:
         raise ValueError(f"unknown DDP setting(s): {', '.join(unknown)}")
     return {**config, **settings}
@@ -198,6 +200,77 @@ def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **se
     return store.measure(
         config, lambda: summarize_run(launch(worker, world_size, time_limit_seconds=time_limit_seconds))
     )
+
+
+def traffic_per_epoch(model_names: list[str], batch_sizes: list[int], train_clips: int, world_size: int):
+    """The seed's table, exactly: per epoch the input bytes stay, the all-reduced bytes fall with the steps.
+
+    One all-reduce of all gradient bytes per step (float32, no compression); ``world_size`` ranks each
+    send their ring share of it.
+    """
+    rows = []
+    for name in model_names:
+        gradient_bytes = parameter_bytes(build_model(name))
+        for batch in batch_sizes:
+            steps = -(-train_clips // batch)
+            rows.append(
+                {
+                    "model": name,
+                    "batch size": batch,
+                    "steps": steps,
+                    "input bytes": train_clips * SAMPLE_BYTES,
+                    "all-reduced bytes": steps * gradient_bytes,
+                    f"ring bytes sent per rank (k={world_size})": round(
+                        steps * ring_bytes_per_rank(gradient_bytes, world_size)
+                    ),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def run_plan(backends: list[str], device: str, world_sizes: list[int], gpus: int | None = None):
+    """Which (backend, ranks) pairs can run here and, for those that cannot, the launcher's reason."""
+    rows = []
+    for backend in backends:
+        for size in world_sizes:
+            try:
+                check_request(backend, device, size, gpus)
+                reason = ""
+            except ValueError as error:
+                reason = str(error)
+            rows.append({"backend": backend, "ranks": size, "runs": not reason, "reason": reason})
+    return pd.DataFrame(rows)
+
+
+def main_backend(plan: pd.DataFrame) -> str:
+    """The first backend of the plan that can run its largest number of ranks (it runs every section)."""
+    largest = plan["ranks"].max()
+    able = plan.query("ranks == @largest and runs")["backend"]
+    if able.empty:
+        raise ValueError(f"no backend can run {largest} ranks here:\n{plan.to_string(index=False)}")
+    return able.iloc[0]
+
+
+def runs_frame(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
+    """One row per launch: the varied settings next to the summary (without the per-epoch history)."""
+    return pd.DataFrame(
+        [
+            {**settings, **{k: v for k, v in record["result"].items() if k != "history"}}
+            for settings, record in runs
+        ]
+    )
+
+
+def parity_summary(parity: pd.DataFrame) -> dict:
+    """Largest test-accuracy gap between the most ranks and one process over seeds, against the noise.
+
+    The noise is the standard deviation over seeds of the one-process accuracy: a gap within about
+    two of them is run-to-run variation, not a difference made by the ranks.
+    """
+    table = parity.pivot(index="seed", columns="ranks", values="test_accuracy")
+    gap = (table[table.columns.max()] - table[1]).abs().max()
+    noise = table[1].std()
+    return {"table": table, "largest_gap": float(gap), "one_process_std": float(noise)}
 
 
 if __name__ == "__main__":

@@ -32,10 +32,16 @@ class LaunchError(RuntimeError):
     """A launch that failed, timed out, or whose ranks reported an error."""
 
 
-def check_request(backend: str, device: str, world_size: int) -> None:
+def usable_gpus(gpus: int | None = None) -> int:
+    """The GPUs a launch may use: every visible one, or at most ``gpus`` of them."""
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return visible if gpus is None else min(gpus, visible)
+
+
+def check_request(backend: str, device: str, world_size: int, gpus: int | None = None) -> None:
     """Refuse, with the reason, what cannot work, before any process starts.
 
-    Gloo may share GPUs between ranks (rank r uses GPU r mod count); NCCL may not.
+    Gloo may share GPUs between ranks (local rank r uses GPU r mod ``usable_gpus(gpus)``); NCCL may not.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -43,7 +49,7 @@ def check_request(backend: str, device: str, world_size: int) -> None:
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive integer, not {world_size!r}")
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = usable_gpus(gpus)
     if device == "cuda" and gpus == 0:
         raise ValueError("device 'cuda' asked for, but no CUDA device is visible")
     if backend == "nccl":
@@ -134,7 +140,7 @@ def launch(
     through a c10d rendezvous on the loopback interface: the same command a multi-machine run uses,
     with the head node's address in place of 127.0.0.1.
     """
-    check_request(config["backend"], config["device"], world_size)
+    check_request(config["backend"], config["device"], world_size, config.get("gpus"))
     if "global_batch_size" in config and config["global_batch_size"] % world_size:
         raise ValueError(
             f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"

@@ -183,3 +183,20 @@ def plot_bars(frame: pd.DataFrame, x: str, y: str, hue: str, what: str, hardware
     sns.barplot(data=frame, x=x, y=y, hue=hue, ax=axis)
     axis.legend(title=hue, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return titled(figure, what, hardware)
+
+
+def plot_bucket_sweep(sweep: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Epoch time and buckets per step against DDP's ``bucket_cap_mb`` (log axis), one line per model."""
+    figure, (time_axis, bucket_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
+    sns.lineplot(data=sweep, x="bucket_cap_mb", y="epoch_seconds", hue="model", marker="o", ax=time_axis)
+    sns.lineplot(data=sweep, x="bucket_cap_mb", y="buckets_per_step", hue="model", marker="o", ax=bucket_axis)
+    caps = sorted(sweep["bucket_cap_mb"].unique())
+    for axis in (time_axis, bucket_axis):
+        axis.set_xscale("log")
+        axis.set_xticks(caps, [f"{cap:g}" for cap in caps])
+        axis.minorticks_off()
+        axis.set_xlabel("bucket_cap_mb")
+    time_axis.set_ylabel("seconds per epoch")
+    bucket_axis.set_ylabel("buckets per step")
+    bucket_axis.set_yscale("log")
+    return titled(figure, what, hardware)
