@@ -50,17 +50,6 @@ def test_traffic_per_epoch_keeps_inputs_and_halves_all_reduce_as_the_batch_doubl
     assert table["ring bytes sent per rank (k=2)"].tolist() == table["all-reduced bytes"].tolist()
 
 
-def test_run_plan_gives_the_reason_and_the_main_backend_is_the_first_that_runs():
-    plan = ddp.run_plan(["nccl", "gloo"], "cpu", [1, 2])
-    assert plan[["backend", "ranks", "runs"]].values.tolist() == [
-        ["nccl", 1, False], ["nccl", 2, False], ["gloo", 1, True], ["gloo", 2, True]
-    ]  # fmt: skip
-    assert plan["reason"].iloc[0].startswith("NCCL only moves CUDA tensors")
-    assert ddp.main_backend(plan) == "gloo"
-    with pytest.raises(ValueError, match="no backend can run 2 ranks"):
-        ddp.main_backend(ddp.run_plan(["nccl"], "cpu", [1, 2]))
-
-
 def test_runs_frame_and_parity_summary():
     record = {"result": {"test_accuracy": 0.5, "history": [1, 2]}}
     assert ddp.runs_frame([({"seed": 3}, record)]).to_dict("records") == [{"seed": 3, "test_accuracy": 0.5}]

@@ -101,3 +101,14 @@ def test_backend_table_and_multi_node_command():
     assert "--nproc-per-node=4" in command and command.endswith(
         "-m helpers.ddp --config config.json --output results"
     )
+
+
+def test_run_plan_gives_the_reason_and_the_main_backend_is_the_first_that_runs():
+    plan = launch.run_plan(["nccl", "gloo"], "cpu", [1, 2])
+    assert plan[["backend", "ranks", "runs"]].values.tolist() == [
+        ["nccl", 1, False], ["nccl", 2, False], ["gloo", 1, True], ["gloo", 2, True]
+    ]  # fmt: skip
+    assert plan["reason"].iloc[0].startswith("NCCL only moves CUDA tensors")
+    assert launch.main_backend(plan) == "gloo"
+    with pytest.raises(ValueError, match="no backend can run 2 ranks"):
+        launch.main_backend(launch.run_plan(["nccl"], "cpu", [1, 2]))

@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from helpers.data import load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.hardware import usable_cores
-from helpers.launch import check_request, launch, usable_gpus, worker_main
+from helpers.launch import launch, usable_gpus, worker_main
 from helpers.models import build_model, parameter_bytes
 from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
@@ -226,29 +226,6 @@ def traffic_per_epoch(model_names: list[str], batch_sizes: list[int], train_clip
                 }
             )
     return pd.DataFrame(rows)
-
-
-def run_plan(backends: list[str], device: str, world_sizes: list[int], gpus: int | None = None):
-    """Which (backend, ranks) pairs can run here and, for those that cannot, the launcher's reason."""
-    rows = []
-    for backend in backends:
-        for size in world_sizes:
-            try:
-                check_request(backend, device, size, gpus)
-                reason = ""
-            except ValueError as error:
-                reason = str(error)
-            rows.append({"backend": backend, "ranks": size, "runs": not reason, "reason": reason})
-    return pd.DataFrame(rows)
-
-
-def main_backend(plan: pd.DataFrame) -> str:
-    """The first backend of the plan that can run its largest number of ranks (it runs every section)."""
-    largest = plan["ranks"].max()
-    able = plan.query("ranks == @largest and runs")["backend"]
-    if able.empty:
-        raise ValueError(f"no backend can run {largest} ranks here:\n{plan.to_string(index=False)}")
-    return able.iloc[0]
 
 
 def runs_frame(runs: list[tuple[dict, dict]]) -> pd.DataFrame:

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from helpers.processes import stop_process_tree
@@ -206,6 +207,29 @@ def backend_support() -> list[dict]:
                     verdict = f"2 ranks: no ({error})"
             rows.append({"backend": backend, "tensors on": device, "in this build": built, "here": verdict})
     return rows
+
+
+def run_plan(backends: list[str], device: str, world_sizes: list[int], gpus: int | None = None):
+    """Which (backend, ranks) pairs can run here and, for those that cannot, the launcher's reason."""
+    rows = []
+    for backend in backends:
+        for size in world_sizes:
+            try:
+                check_request(backend, device, size, gpus)
+                reason = ""
+            except ValueError as error:
+                reason = str(error)
+            rows.append({"backend": backend, "ranks": size, "runs": not reason, "reason": reason})
+    return pd.DataFrame(rows)
+
+
+def main_backend(plan: pd.DataFrame) -> str:
+    """The first backend of the plan that can run its largest number of ranks (it runs every section)."""
+    largest = plan["ranks"].max()
+    able = plan.query("ranks == @largest and runs")["backend"]
+    if able.empty:
+        raise ValueError(f"no backend can run {largest} ranks here:\n{plan.to_string(index=False)}")
+    return able.iloc[0]
 
 
 def multi_node_command(nodes: int, ranks_per_node: int, head_address: str = "HEAD_NODE_ADDRESS") -> str:
