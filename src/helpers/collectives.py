@@ -38,8 +38,7 @@ from scipy.optimize import nnls
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers.hardware import usable_cores
-from helpers.launch import launch, worker_main
+from helpers.launch import launch, prepare_rank, worker_main
 from helpers.models import build_model
 from helpers.results import write_json_atomically
 from helpers.train import check_positive, evaluate, make_optimizer, step_batches
@@ -754,14 +753,7 @@ def run_rank(config: dict, output: Path) -> None:
     """Run ``config["task"]`` on this rank and write ``rank<r>.json``."""
     if config["task"] not in TASK_FUNCTIONS:
         raise ValueError(f"task must be one of {TASKS}, not {config['task']!r}")
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
-    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
-    if config["device"] == "cuda":  # gloo may share GPUs between ranks; NCCL gets one each (launch checks)
-        device = torch.device(f"cuda:{local_rank % torch.cuda.device_count()}")
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    rank, world_size, device = prepare_rank(config)
     if config["backend"] == "nccl" and config["task"] == "deadlock":
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"  # wait() raises at the timeout instead of aborting
     timeout = datetime.timedelta(seconds=min(config["timeout_seconds"], MAX_TIMEOUT_SECONDS))
@@ -820,7 +812,7 @@ def collective_config(task: str, **settings) -> dict:
     if task not in TASK_DEFAULTS:
         raise ValueError(f"task must be one of {TASKS}, not {task!r}")
     config = {"task": task, "backend": "gloo", "device": "cpu", **TASK_DEFAULTS[task]}
-    unknown = sorted(set(settings) - set(config) - {"threads"})
+    unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
     if unknown:
         raise ValueError(f"unknown {task} setting(s): {', '.join(unknown)}")
     config.update(settings)

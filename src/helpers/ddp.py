@@ -13,7 +13,6 @@ gradients their sum per step is exactly the model's parameter bytes.
 from __future__ import annotations
 
 import datetime
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,8 +27,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.data import load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
-from helpers.hardware import usable_cores
-from helpers.launch import launch, usable_gpus, worker_main
+from helpers.launch import launch, prepare_rank, worker_main
 from helpers.models import build_model, parameter_bytes
 from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
@@ -79,15 +77,7 @@ def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
 
 def train_rank(config: dict, output: Path) -> None:
     """Train with DDP on this rank and write ``rank<r>.json``."""
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
-    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
-    if config["device"] == "cuda":  # gloo may share GPUs between ranks; NCCL gets one each (launch checks)
-        device = torch.device(f"cuda:{local_rank % usable_gpus(config.get('gpus'))}")
-    else:
-        device = torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    rank, world_size, device = prepare_rank(config)
     timeout = datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
     dist.init_process_group(config["backend"], timeout=timeout)
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from helpers.hardware import usable_cores
 from helpers.processes import stop_process_tree
 
 BACKENDS = ("gloo", "nccl")
@@ -78,6 +79,23 @@ def torchrun_command(
         "--log-dir", str(logs), "--redirects", "3",
         "-m", module, "--config", str(config_path), "--output", str(output),
     ]  # fmt: skip
+
+
+def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
+    """Inside a worker: this rank's (rank, world_size, device), with its share of the cores as threads.
+
+    The ranks on one machine share its cores equally (``config["threads"]`` overrides). With
+    ``device`` "cuda" local rank r takes GPU r mod ``usable_gpus(config["gpus"])``: Gloo may share
+    GPUs between ranks; NCCL gets one each (``check_request`` saw to that before the launch).
+    """
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
+    if config["device"] != "cuda":
+        return rank, world_size, torch.device("cpu")
+    device = torch.device(f"cuda:{local_rank % usable_gpus(config.get('gpus'))}")
+    torch.cuda.set_device(device)
+    return rank, world_size, device
 
 
 def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:
