@@ -11,7 +11,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --upgrade pip
-	$(PYTHON) -m pip install -e ".[dev]"
+	$(PYTHON) -m pip install -e ".[dev,lightning]"
 	touch $@
 
 study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (auto: gpu if CUDA, else cpu)

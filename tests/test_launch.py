@@ -1,5 +1,6 @@
 """helpers.launch: real torchrun launches of helpers.ddp with Gloo, and every way one must end cleanly."""
 
+import os
 import time
 
 import psutil
@@ -112,3 +113,12 @@ def test_run_plan_gives_the_reason_and_the_main_backend_is_the_first_that_runs()
     assert launch.main_backend(plan) == "gloo"
     with pytest.raises(ValueError, match="no backend can run 2 ranks"):
         launch.main_backend(launch.run_plan(["nccl"], "cpu", [1, 2]))
+
+
+def test_collect_names_the_rank_whose_error_came_first(tmp_path):
+    (tmp_path / "rank1.error").write_text("Traceback\nValueError: unknown model 'Nope'")
+    os.utime(tmp_path / "rank1.error", (1_000, 1_000))
+    (tmp_path / "rank0.error").write_text("Traceback\nRuntimeError: Connection closed by peer")
+    cause = r"^rank 1 failed: ValueError: unknown model 'Nope' \(then rank 0"
+    with pytest.raises(launch.LaunchError, match=cause):
+        launch.collect(tmp_path, 2)

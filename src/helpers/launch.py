@@ -119,11 +119,12 @@ def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int
 
 def collect(output: Path, ranks: int) -> list[dict]:
     """Every rank's result file; LaunchError naming the ranks that reported errors or wrote nothing."""
-    errors = sorted(output.glob("rank*.error"))
-    if errors:
-        first = errors[0].read_text().strip().splitlines()[-1]
-        names = ", ".join(path.stem.removeprefix("rank") for path in errors)
-        raise LaunchError(f"rank {names} failed: {first}")
+    errors = sorted(output.glob("rank*.error"), key=lambda path: path.stat().st_mtime)
+    if errors:  # the first error written is the cause; the others are usually its echo ("connection closed")
+        cause = errors[0].read_text().strip().splitlines()[-1]
+        others = ", ".join(path.stem.removeprefix("rank") for path in errors[1:])
+        echo = f" (then rank {others}, after it)" if others else ""
+        raise LaunchError(f"rank {errors[0].stem.removeprefix('rank')} failed: {cause}{echo}")
     missing = [rank for rank in range(ranks) if not (output / f"rank{rank}.json").exists()]
     if missing:
         raise LaunchError(f"rank(s) {missing} wrote no result; see the logs in {output / 'logs'}")

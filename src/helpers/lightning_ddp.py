@@ -1,0 +1,297 @@
+"""The same DDP training with PyTorch Lightning, started by torchrun like the hand-written worker (chapter 3).
+
+The seed lecture's one-liners, brought up to date: ``Trainer(strategy="ddp", devices=k)`` is Lightning's
+DistributedDataParallel; its single-process DataParallel strategy (``strategy="dp"``) was removed in
+Lightning 2.0, and ``dp_strategy_status`` asks the installed Lightning what it says to it today.
+
+``python -m torch.distributed.run --nproc-per-node K -m helpers.lightning_ddp --config C --output DIR``
+runs it; ``helpers.launch.launch(config, K, module="helpers.lightning_ddp")`` does exactly that. Lightning
+recognises torchrun's environment variables (its ``TorchElasticEnvironment``), so it starts no processes
+of its own: each rank builds a ``Trainer`` with ``devices=LOCAL_WORLD_SIZE`` and joins the process group.
+Model, data, seed, optimizer, per-rank batch, sampler, bucket size and the traffic-recording hook are
+those of ``helpers.ddp``, so the two workers' rank files, and their summaries, compare line by line.
+
+Lightning is an optional extra (``pip install -e .[lightning]``): without it this module still imports,
+``available()`` is False and ``stored_lightning_run`` refuses with that instruction.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from helpers.data import load_fsdd, take
+from helpers.ddp import (
+    MAX_TIMEOUT_SECONDS,
+    TrafficRecorder,
+    ddp_config,
+    recording_allreduce_hook,
+    summarize_run,
+)
+from helpers.hardware import usable_cores
+from helpers.launch import check_request, launch, usable_gpus, worker_main
+from helpers.models import build_model, parameter_bytes
+from helpers.results import write_json_atomically
+from helpers.train import evaluate, make_optimizer, to_device
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.strategies import DDPStrategy
+except ModuleNotFoundError:  # the optional extra is not installed
+    pl = DDPStrategy = None
+
+INSTALL_HINT = "PyTorch Lightning is an optional extra of this study: pip install -e .[lightning]"
+MODULE = "helpers.lightning_ddp"
+
+# Without Lightning the classes below still have to be definable, so that this module imports.
+_LightningModule = pl.LightningModule if pl else nn.Module
+_Callback = pl.Callback if pl else object
+
+
+def available() -> bool:
+    """Whether PyTorch Lightning is installed (the ``[lightning]`` extra)."""
+    return pl is not None
+
+
+def lightning_version() -> str:
+    """The installed Lightning's version; ModuleNotFoundError with the install command without it."""
+    if not available():
+        raise ModuleNotFoundError(INSTALL_HINT)
+    return pl.__version__
+
+
+def quiet_lightning() -> None:
+    """Silence Lightning's banners ("GPU available: ...", tips) and its advice-only warnings in a rank.
+
+    Errors still surface; the rank's stdout and stderr go to the launcher's per-rank logs anyway.
+    """
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+    warnings.filterwarnings("ignore", category=PossibleUserWarning)
+    warnings.filterwarnings("ignore", module=r"lightning\..*")
+
+
+def dp_strategy_status() -> str:
+    """What the installed Lightning says to the seed lecture's ``Trainer(strategy="dp")``.
+
+    Builds the Trainer on the CPU and launches nothing; returns the error's type and message (or, should a
+    Lightning accept it, the strategy it chose).
+    """
+    if not available():
+        return f"not checked: {INSTALL_HINT}"
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        trainer = pl.Trainer(
+            strategy="dp", accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+    except (ValueError, MisconfigurationException) as error:
+        return f"{type(error).__name__}: {error}"
+    return f"lightning {pl.__version__} accepted strategy='dp' as {type(trainer.strategy).__name__}"
+
+
+class Classifier(_LightningModule):
+    """``build_model(name)`` with cross-entropy and ``make_optimizer``: what ``helpers.ddp`` trains.
+
+    The weights are those of ``torch.manual_seed(seed)`` then ``build_model``, as in the hand-written worker.
+    Each rank sums its own training loss over the epoch (no ``self.log``: no extra synchronisation).
+    ``traffic`` counts the steps for the recording communication hook.
+    """
+
+    def __init__(self, config: dict, traffic: TrafficRecorder) -> None:
+        super().__init__()
+        torch.manual_seed(config["seed"])
+        self.model = build_model(config["model"])
+        self.config = config
+        self.traffic = traffic
+        self.loss_sum, self.seen = torch.zeros(()), 0
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(inputs)
+
+    def on_train_epoch_start(self) -> None:
+        self.loss_sum, self.seen = torch.zeros((), device=self.device), 0
+
+    def training_step(self, batch, batch_index: int) -> torch.Tensor:
+        if self.config.get("fail_rank") == self.global_rank:
+            raise RuntimeError(f"rank {self.global_rank} fails on purpose (fail_rank={self.global_rank})")
+        inputs, targets = batch
+        loss = nn.functional.cross_entropy(self(inputs), targets)
+        self.loss_sum += loss.detach() * len(targets)
+        self.seen += len(targets)
+        return loss
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.traffic.next_step()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return make_optimizer(self.config["optimizer"], self.parameters(), self.config["lr"])
+
+
+class EpochRecorder(_Callback):
+    """Times each epoch between barriers, as ``helpers.ddp`` does, and evaluates on rank 0 afterwards.
+
+    It also registers the traffic-recording communication hook on Lightning's DistributedDataParallel
+    (Lightning registers hooks itself only on CUDA, and this one must run on the CPU too).
+    """
+
+    def __init__(self, test_set, traffic: TrafficRecorder) -> None:
+        self.test_set, self.traffic = test_set, traffic
+        self.history: list[dict] = []
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        trainer.strategy.model.register_comm_hook(self.traffic, recording_allreduce_hook)
+        self.test_set = to_device(self.test_set, pl_module.device)
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        trainer.strategy.barrier()
+        self.started = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        trainer.strategy.barrier()
+        seconds = time.perf_counter() - self.started
+        row = {
+            "epoch": trainer.current_epoch + 1,
+            "train_loss": pl_module.loss_sum.item() / pl_module.seen,
+            "epoch_seconds": seconds,
+            "samples": pl_module.seen,
+        }
+        if trainer.global_rank == 0:
+            row["test_loss"], row["test_accuracy"] = evaluate(pl_module.model, self.test_set)
+        self.history.append(row)
+
+
+def check_lightning_request(config: dict, world_size: int, nodes: int = 1) -> None:
+    """The launcher's checks, plus Lightning's own rule: one rank per GPU (no sharing, even with gloo)."""
+    check_request(config["backend"], config["device"], world_size, config.get("gpus"))
+    gpus = usable_gpus(config.get("gpus"))
+    if config["device"] == "cuda" and world_size // nodes > gpus:
+        raise ValueError(
+            f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, {gpus} GPU(s) "
+            "usable (the hand-written helpers.ddp worker can share GPUs with gloo; Lightning cannot)"
+        )
+
+
+def train_rank(config: dict, output: Path) -> None:
+    """Train with Lightning's DDP strategy on this rank and write ``rank<r>.json``."""
+    if not available():
+        raise ModuleNotFoundError(INSTALL_HINT)
+    quiet_lightning()
+    world_size, local_world_size = int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
+    if config["device"] == "cuda" and local_world_size > usable_gpus(config.get("gpus")):
+        raise ValueError(
+            f"Lightning runs one rank per GPU; {local_world_size} ranks on one node are too many"
+        )
+    pl.seed_everything(config["seed"], verbose=False)  # also PL_GLOBAL_SEED: the DistributedSampler's seed
+    fsdd = load_fsdd(download=False)
+    train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
+    test_set = take(fsdd.split("test"), config.get("test_samples"), config["seed"])
+    per_rank_batch = config["global_batch_size"] // world_size
+    loader = DataLoader(train_set, batch_size=per_rank_batch, shuffle=True)  # Lightning swaps the sampler
+    traffic = TrafficRecorder(config.get("compression"))
+    module = Classifier(config, traffic)
+    recorder = EpochRecorder(test_set, traffic)
+    timeout = datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
+    strategy = DDPStrategy(
+        process_group_backend=config["backend"], timeout=timeout, bucket_cap_mb=config["bucket_cap_mb"]
+    )
+    trainer = pl.Trainer(
+        accelerator="gpu" if config["device"] == "cuda" else "cpu",
+        devices=local_world_size,
+        num_nodes=world_size // local_world_size,
+        strategy=strategy,
+        max_epochs=config["epochs"],
+        callbacks=[recorder],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    try:
+        trainer.fit(module, loader)
+        rank = trainer.global_rank
+        history = recorder.history
+        if rank == 0:
+            _, history[-1]["train_accuracy"] = evaluate(module.model, to_device(train_set, module.device))
+        sampler = trainer.train_dataloader.sampler
+        write_json_atomically(
+            output / f"rank{rank}.json",
+            {
+                "rank": rank,
+                "world_size": trainer.world_size,
+                "backend": config["backend"],
+                "device": str(module.device),
+                "threads": torch.get_num_threads(),
+                "history": history,
+                "bucket_bytes_per_step": traffic.buckets,
+                "gradient_bytes": parameter_bytes(module.model),
+                "framework": f"lightning {pl.__version__}",
+                "strategy": type(trainer.strategy).__name__,
+                "cluster_environment": type(trainer.strategy.cluster_environment).__name__,
+                "sampler": {
+                    "type": type(sampler).__name__,
+                    "seed": getattr(sampler, "seed", None),
+                    "shuffle": getattr(sampler, "shuffle", None),
+                    "num_replicas": getattr(sampler, "num_replicas", None),
+                },
+            },
+        )
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def main() -> int:
+    """Entry point for torchrun: ``-m helpers.lightning_ddp --config CONFIG.json --output DIR``."""
+    return worker_main(train_rank, main.__doc__)
+
+
+def summarize_lightning_run(results: list[dict]) -> dict:
+    """``helpers.ddp.summarize_run`` of the rank files, plus what Lightning chose (rank 0's view)."""
+    first = results[0]
+    return {
+        **summarize_run(results),
+        "framework": first["framework"],
+        "strategy": first["strategy"],
+        "cluster_environment": first["cluster_environment"],
+        "sampler": first["sampler"]["type"],
+    }
+
+
+def stored_lightning_run(store, world_size: int, time_limit_seconds: float = 900, **settings) -> dict:
+    """``helpers.ddp.stored_ddp_run`` with Lightning: the same settings, kind ``lightning_run``.
+
+    A finished identical run (same settings and Lightning version, on this hardware) is reused.
+    """
+    if not available():
+        raise ModuleNotFoundError(INSTALL_HINT)
+    config = {"kind": "lightning_run", "world_size": world_size, "lightning": lightning_version()}
+    config.update(ddp_config(**settings))
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "lightning")}
+    check_lightning_request(worker, world_size)
+    return store.measure(
+        config,
+        lambda: summarize_lightning_run(
+            launch(worker, world_size, module=MODULE, time_limit_seconds=time_limit_seconds)
+        ),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""helpers.lightning_ddp: real two-rank Gloo launches of the Lightning worker, against helpers.ddp."""
+
+import math
+import time
+
+import psutil
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+from helpers import launch, lightning_ddp, models
+from helpers.results import ResultStore
+
+CONFIG = dict(
+    backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=40, test_samples=20,
+    global_batch_size=20, epochs=2, optimizer="adam", lr=1e-3, bucket_cap_mb=25, timeout_seconds=60,
+)  # fmt: skip
+
+
+def worker_processes() -> list:
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if lightning_ddp.MODULE in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+@pytest.fixture
+def no_leftovers(recordings):
+    yield
+    assert not worker_processes(), "a launch left processes behind"
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
+    results = launch.launch(
+        CONFIG, 2, module=lightning_ddp.MODULE, time_limit_seconds=120, output=tmp_path / "lightning"
+    )
+    gradient_bytes = models.parameter_bytes(models.build_model("LinearNet"))
+    assert [r["rank"] for r in results] == [0, 1]
+    for result in results:
+        assert result["world_size"] == 2 and result["threads"] == 1  # two ranks share this machine's cores
+        assert result["cluster_environment"] == "TorchElasticEnvironment"  # torchrun's, not Lightning's own
+        assert result["strategy"] == "DDPStrategy" and result["framework"].startswith("lightning 2.")
+        sampler = {"type": "DistributedSampler", "seed": 0, "shuffle": True, "num_replicas": 2}
+        assert result["sampler"] == sampler  # Lightning's own, seeded by seed_everything
+        assert [row["samples"] for row in result["history"]] == [20, 20]  # each rank sees half of 40 clips
+        assert all(math.isfinite(row["train_loss"]) and row["epoch_seconds"] > 0 for row in result["history"])
+        assert [sum(step) for step in result["bucket_bytes_per_step"]] == [gradient_bytes] * 4
+    summary = lightning_ddp.summarize_lightning_run(results)
+    assert summary["steps"] == 4 and summary["all_reduced_bytes_per_step"] == gradient_bytes
+    assert 0 <= summary["test_accuracy"] <= 1 and 0 <= summary["train_accuracy"] <= 1
+    assert summary["method"].startswith("wall time of epoch 2 between barriers")
+
+    # Same seed, weights, sampler, batches and optimizer: the same numbers as helpers.ddp.
+    by_hand = launch.launch(CONFIG, 2, time_limit_seconds=120, output=tmp_path / "ddp")
+    for lightning_rank, hand_rank in zip(results, by_hand, strict=True):
+        for ours, theirs in zip(lightning_rank["history"], hand_rank["history"], strict=True):
+            assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
+    assert results[0]["history"][-1]["test_accuracy"] == by_hand[0]["history"][-1]["test_accuracy"]
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_rank_failing_inside_fit_is_named_and_nothing_hangs(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(launch.LaunchError, match=r"rank (0, )?1 failed"):
+        launch.launch(
+            {**CONFIG, "fail_rank": 1},
+            2,
+            module=lightning_ddp.MODULE,
+            time_limit_seconds=120,
+            output=tmp_path,
+        )
+    assert "RuntimeError: rank 1 fails on purpose" in (tmp_path / "rank1.error").read_text()
+    assert time.monotonic() - started < 60
+
+
+def test_the_dp_strategy_is_gone():
+    status = lightning_ddp.dp_strategy_status()
+    assert status.startswith("ValueError: You selected an invalid strategy name: `strategy='dp'`")
+
+
+def test_stored_run_uses_the_ddp_settings_and_is_reused(tmp_path, monkeypatch):
+    history = [{"epoch": 1, "epoch_seconds": 2.0, "train_loss": 2.0, "test_accuracy": 0.5,
+                "train_accuracy": 0.4}]  # fmt: skip
+    rank = {"world_size": 2, "history": history, "bucket_bytes_per_step": [[100], [100]],
+            "gradient_bytes": 100, "threads": 1, "framework": "lightning 2.x", "strategy": "DDPStrategy",
+            "cluster_environment": "TorchElasticEnvironment",
+            "sampler": {"type": "DistributedSampler"}}  # fmt: skip
+    calls = []
+
+    def fake_launch(config, world_size, **options):
+        calls.append((config, world_size, options))
+        return [rank, {**rank, "rank": 1}]
+
+    monkeypatch.setattr(lightning_ddp, "launch", fake_launch)
+    store = ResultStore("test", root=tmp_path, hardware={"machine": "test"})
+    record = lightning_ddp.stored_lightning_run(store, 2, model="ConvNet", epochs=1)
+    assert record["kind"] == "lightning_run"
+    assert record["config"]["lightning"] == lightning_ddp.lightning_version()
+    assert record["result"]["epoch_seconds"] == 2.0 and record["result"]["sampler"] == "DistributedSampler"
+    config, world_size, options = calls[0]
+    assert options["module"] == "helpers.lightning_ddp" and world_size == 2 and config["model"] == "ConvNet"
+    assert "kind" not in config and "lightning" not in config
+    again = lightning_ddp.stored_lightning_run(store, 2, model="ConvNet", epochs=1)
+    assert again == record and len(calls) == 1  # reused, not launched again
+    with pytest.raises(ValueError, match="unknown DDP setting"):
+        lightning_ddp.stored_lightning_run(store, 2, batchsize=10)
+
+
+def test_without_lightning_the_module_imports_and_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(lightning_ddp, "pl", None)
+    assert not lightning_ddp.available()
+    with pytest.raises(ModuleNotFoundError, match=r"pip install -e \.\[lightning\]"):
+        lightning_ddp.stored_lightning_run(None, 2)
+    assert lightning_ddp.dp_strategy_status().startswith("not checked: ")
+
+
+def test_lightning_refuses_to_share_a_gpu_between_ranks():
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    config = {**CONFIG, "device": "cuda"}
+    with pytest.raises(ValueError, match="Lightning runs one rank per GPU" if gpus else "no CUDA device"):
+        lightning_ddp.check_lightning_request(config, gpus + 1)
