@@ -79,3 +79,29 @@ def test_dataparallel_figures_name_the_hardware():
 def test_bar_chart_names_the_hardware():
     frame = pd.DataFrame({"model": ["LinearNet", "LinearNet"], "ranks": [1, 2], "epoch_seconds": [0.4, 1.1]})
     assert HARDWARE in title(plotting.plot_bars(frame, "model", "epoch_seconds", "ranks", "DDP", HARDWARE))
+
+
+def test_collective_figures_name_the_hardware():
+    frame = pd.DataFrame(
+        {
+            "label": ["all_reduce (dist)"] * 2 + ["broadcast (ring, S=1)", "broadcast (ring, S=4)"],
+            "operation": ["all_reduce", "all_reduce", "ring_broadcast", "ring_broadcast"],
+            "collective": ["all_reduce", "all_reduce", "broadcast", "broadcast"],
+            "backend": "gloo", "device": "cpu", "status": "ok", "chunks": [None, None, 1, 4],
+            "bytes": [1024, 2**20, 2**20, 2**20], "seconds": [1e-4, 1e-3, 1e-3, 2e-3],
+            "busbw_GBps": [0.01, 1.0, 1.0, 0.5], "model_seconds": [1.1e-4, 0.9e-3, 1.2e-3, 1.8e-3],
+        }
+    )  # fmt: skip
+    assert HARDWARE in title(plotting.plot_bandwidth(frame, "Bus bandwidth", HARDWARE))
+    assert HARDWARE in title(plotting.plot_model_against_measured(frame[:2], "α-β", HARDWARE))
+    assert HARDWARE in title(plotting.plot_broadcast_pipelining(frame[2:], "pipelining", HARDWARE))
+    history = pd.DataFrame(
+        {"step": [1, 2, 1, 2], "staleness": [0, 0, 4, 4], "batch_loss": [2.3, 2.2, 2.3, 2.4],
+         "test_accuracy": [None, 0.2, None, 0.1]}
+    )  # fmt: skip
+    assert HARDWARE in title(plotting.plot_stale_training(history, "stale", HARDWARE))
+    sweep = pd.DataFrame(
+        {"model": ["LinearNet"] * 2, "bucket_cap_mb": [0.25, 25], "epoch_seconds": [2.0, 1.5],
+         "buckets_per_step": [2, 1]}
+    )  # fmt: skip
+    assert HARDWARE in title(plotting.plot_bucket_sweep(sweep, "buckets", HARDWARE))

@@ -38,7 +38,8 @@ from scipy.optimize import nnls
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers.launch import launch, prepare_rank, worker_main
+from helpers.data import load_fsdd, take
+from helpers.launch import launch, prepare_rank, run_plan, worker_main
 from helpers.models import build_model
 from helpers.results import write_json_atomically
 from helpers.train import check_positive, evaluate, make_optimizer, step_batches
@@ -108,12 +109,14 @@ def bus_bandwidth_factor(operation: str, world_size: int) -> float:
 
 
 def fit_alpha_beta(frame: pd.DataFrame) -> dict:
-    """α and β of the ring all-reduce model fitted to measured ``bytes``, ``world_size``, ``seconds``.
+    """α and β fitted to measured ``bytes``, ``world_size``, ``seconds`` of one operation.
 
-    seconds ≈ 2(k−1)·α + 2(k−1)/k·bytes·β is linear in (α, β): non-negative least squares on
-    relative errors (each row divided by its seconds), so that small messages, which carry the
-    information about α, weigh as much as large ones. Rows of one rank carry no information and are
-    dropped; a frame holding several ``operation`` values is refused (fit one at a time).
+    Ring all-reduce rows follow 2(k−1)·α + 2(k−1)/k·bytes·β; ring-broadcast rows (``operation``
+    "ring_broadcast", with ``chunks`` S) follow (S+k−2)·α + (S+k−2)/S·bytes·β. Both are linear in
+    (α, β): non-negative least squares on relative errors (each row divided by its seconds), so that
+    small messages, which carry the information about α, weigh as much as large ones. Rows of one rank
+    carry no information and are dropped; a frame holding several ``operation`` values is refused (fit one
+    at a time).
     """
     if "operation" in frame and frame["operation"].nunique() > 1:
         raise ValueError(f"fit one operation at a time, not {sorted(frame['operation'].unique())}")
@@ -123,7 +126,12 @@ def fit_alpha_beta(frame: pd.DataFrame) -> dict:
     k = rows["world_size"].to_numpy(dtype=float)
     nbytes = rows["bytes"].to_numpy(dtype=float)
     seconds = rows["seconds"].to_numpy(dtype=float)
-    design = np.column_stack([2 * (k - 1), 2 * (k - 1) / k * nbytes]) / seconds[:, None]
+    if "operation" in rows and rows["operation"].iloc[0] == "ring_broadcast":
+        chunks = rows["chunks"].to_numpy(dtype=float)
+        messages, message_bytes = chunks + k - 2, nbytes / chunks
+    else:
+        messages, message_bytes = 2 * (k - 1), nbytes / k
+    design = np.column_stack([messages, messages * message_bytes]) / seconds[:, None]
     scale = np.linalg.norm(design, axis=0)  # columns differ by ~10⁷: solve in units of equal size
     solution, _ = nnls(design / scale, np.ones_like(seconds))
     alpha, beta = solution / scale
@@ -741,6 +749,113 @@ def benchmark_frame(rank0_result: dict) -> pd.DataFrame:
     return frame
 
 
+def matches_expectation(table: pd.DataFrame, world_size: int) -> dict[str, bool]:
+    """For each operation the backend ran, whether every rank's result equals ``expected_semantics``."""
+    ran = table.query("status == 'ok'")
+    return {
+        operation: ran.query("operation == @operation")["after"].tolist() == after
+        for operation, after in expected_semantics(world_size).items()
+        if operation in set(ran["operation"])
+    }
+
+
+def probe_support(store, backends=("gloo", "nccl"), devices=("cpu", "cuda"), gpus: int | None = None):
+    """Every operation attempted on every backend and device this machine can launch (two ranks, or the
+    one rank a single GPU allows NCCL); a combination the launcher refuses becomes one row with its reason.
+    """
+    rows = []
+    limit = {"gpus": gpus} if gpus is not None else {}
+    for backend in backends:
+        for device in devices:
+            plan = run_plan([backend], device, [2, 1], gpus).query("runs")
+            if plan.empty:
+                reason = run_plan([backend], device, [1], gpus)["reason"].iloc[0]
+                rows.append(
+                    {"backend": backend, "device": device, "operation": "(all)", "supported": False,
+                     "message": reason}
+                )  # fmt: skip
+                continue
+            ranks = int(plan["ranks"].iloc[0])
+            record = stored_semantics(store, ranks, backend=backend, device=device, **limit)
+            rows += [{**row, "ranks": ranks} for row in record["result"]["support"]]
+    return pd.DataFrame(rows)
+
+
+def support_matrix_table(support: pd.DataFrame) -> pd.DataFrame:
+    """``probe_support``'s rows as operation × (backend, device), "yes"/"no"."""
+    marked = support.assign(here=support["supported"].map({True: "yes", False: "no"}))
+    table = marked.pivot_table(
+        index="operation", columns=["backend", "device"], values="here", aggfunc="first", sort=False
+    )
+    return table.fillna("")
+
+
+def verify_summary(result: dict, world_size: int) -> dict:
+    """One line of the exactness table: which algorithms, sizes and checks ran on ``world_size`` ranks."""
+    checks = pd.DataFrame(result["checks"])
+    return {
+        "ranks": world_size,
+        "algorithms": ", ".join(sorted(checks["check"].str.split(" ").str[0].unique())),
+        "sizes": ", ".join(map(str, result["sizes"])),
+        "checks": len(checks),
+        "all exactly equal": result["all_equal"],
+    }
+
+
+ALL_REDUCE_IMPLEMENTATIONS = ("all_reduce", "all_reduce_ring", "parameter_server")
+
+
+def alpha_beta_fits(frame: pd.DataFrame) -> pd.DataFrame:
+    """α and β per backend, device and operation: each all-reduce implementation on all its rows (two or
+    more ranks), and the ring broadcast on its naive, one-chunk rows only — so that its pipelined rows
+    stay out of the fit and test the model.
+    """
+    rows = []
+    usable = frame[(frame["status"] == "ok") & (frame["world_size"] > 1)]
+    for (backend, device, operation), group in usable.groupby(["backend", "device", "operation"]):
+        if operation == "ring_broadcast":
+            group = group[group["chunks"] == 1]
+        elif operation not in ALL_REDUCE_IMPLEMENTATIONS:
+            continue
+        if len(group) >= 2:
+            fit = fit_alpha_beta(group)
+            rows.append({"backend": backend, "device": device, "operation": operation, **fit})
+    return pd.DataFrame(rows)
+
+
+def with_model_seconds(frame: pd.DataFrame, fits: pd.DataFrame, operation: str = "all_reduce"):
+    """The benchmark rows with what the α-β model predicts for them, from ``operation``'s fit.
+
+    All-reduce rows use the ring all-reduce formula, ring-broadcast rows the pipelined broadcast formula.
+    """
+    predicted = []
+    for row in frame.itertuples():
+        fit = fits.query("backend == @row.backend and device == @row.device and operation == @operation")
+        if fit.empty or row.status != "ok":
+            predicted.append(np.nan)
+            continue
+        alpha, beta = fit["alpha_seconds"].iloc[0], fit["seconds_per_byte"].iloc[0]
+        if row.collective == "all_reduce":
+            predicted.append(ring_all_reduce_seconds(row.bytes, row.world_size, alpha, beta))
+        elif row.operation == "ring_broadcast":
+            predicted.append(ring_broadcast_seconds(row.bytes, row.world_size, int(row.chunks), alpha, beta))
+        else:
+            predicted.append(np.nan)
+    return frame.assign(model_seconds=predicted)
+
+
+def ring_against_library(frame: pd.DataFrame, min_bytes: int = 16 * 2**20) -> pd.DataFrame:
+    """busbw of our ring all-reduce as a fraction of ``dist.all_reduce``'s, at every size ≥ ``min_bytes``."""
+    ok = frame[(frame["status"] == "ok") & (frame["bytes"] >= min_bytes) & (frame["world_size"] > 1)]
+    table = ok.pivot_table(
+        index=["backend", "device", "world_size", "bytes"], columns="operation", values="busbw_GBps"
+    ).reset_index()
+    library, ours = "dist.all_reduce busbw GB/s", "our ring busbw GB/s"
+    table = table.rename(columns={"all_reduce": library, "all_reduce_ring": ours})
+    table["ring / dist"] = table[ours] / table[library]
+    return table[["backend", "device", "world_size", "bytes", library, ours, "ring / dist"]]
+
+
 TASK_FUNCTIONS = {
     "semantics": semantics_task,
     "verify": verify_task,
@@ -915,8 +1030,9 @@ def stale_gradient_training(
     lr: float,
     seed: int,
     eval_every: int = 10,
+    optimizer: str = "sgd",
 ) -> dict:
-    """Plain SGD in which the gradient applied at step t was computed on the parameters of step t−staleness.
+    """SGD in which the gradient applied at step t was computed on the parameters of step t−staleness.
 
     This is what an asynchronous parameter server does to a worker whose gradient arrives after
     ``staleness`` other updates (with k workers taking turns, staleness ≈ k−1). A queue keeps the last
@@ -931,7 +1047,7 @@ def stale_gradient_training(
     torch.manual_seed(seed)
     model = build_model(model_name)
     stale_copy = build_model(model_name)  # where the late worker computes its gradient
-    optimizer = make_optimizer("sgd", model.parameters(), lr)
+    updater = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = train.tensors
     snapshots: deque[list[torch.Tensor]] = deque(maxlen=staleness + 1)
     history = []
@@ -945,16 +1061,35 @@ def stale_gradient_training(
         loss.backward()
         for parameter, stale in zip(model.parameters(), stale_copy.parameters(), strict=True):
             parameter.grad = stale.grad
-        optimizer.step()
+        updater.step()
         row = {"step": step, "staleness": staleness, "batch_loss": loss.item()}
         if step % eval_every == 0 or step == steps:
             row["test_loss"], row["test_accuracy"] = evaluate(model, test)
         history.append(row)
     return {
         "history": history,
-        "method": f"plain SGD (lr {lr}), batch {batch_size}, gradients {staleness} step(s) stale; "
+        "method": f"{optimizer} (lr {lr}), batch {batch_size}, gradients {staleness} step(s) stale; "
         f"test figures every {eval_every} steps",
     }
+
+
+def stored_stale_training(store, model_name: str, staleness: int, train_samples: int | None, **settings):
+    """``stale_gradient_training`` on FSDD clips through the results store (seeded subset of the split)."""
+    config = {
+        "kind": "stale_training",
+        "model": model_name,
+        "staleness": staleness,
+        "train_samples": train_samples,
+        "threads": torch.get_num_threads(),
+        **settings,
+    }
+
+    def measure() -> dict:
+        fsdd = load_fsdd()
+        train_set = take(fsdd.split("train"), train_samples, settings["seed"])
+        return stale_gradient_training(model_name, train_set, fsdd.split("test"), staleness, **settings)
+
+    return store.measure(config, measure)
 
 
 if __name__ == "__main__":

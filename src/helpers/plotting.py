@@ -200,3 +200,90 @@ def plot_bucket_sweep(sweep: pd.DataFrame, what: str, hardware: str) -> plt.Figu
     bucket_axis.set_ylabel("buckets per step")
     bucket_axis.set_yscale("log")
     return titled(figure, what, hardware)
+
+
+def _bytes_axis(axis: plt.Axes) -> None:
+    """A log x axis of message sizes labelled 1K, 1M, 64M (binary units, as nccl-tests prints)."""
+    axis.set_xscale("log", base=2)
+    axis.xaxis.set_major_formatter(
+        FuncFormatter(
+            lambda value, _: next(
+                f"{value / 2**p:g}{u}" for p, u in ((30, "G"), (20, "M"), (10, "K"), (0, "")) if value >= 2**p
+            )
+        )
+    )
+    axis.set_xlabel("message size (bytes)")
+
+
+def plot_bandwidth(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """busbw against message size, one line per implementation and backend (nccl-tests' definitions)."""
+    ok = frame[frame["status"] == "ok"].assign(
+        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"]
+    )
+    grid = sns.relplot(
+        data=ok, x="bytes", y="busbw_GBps", hue="setup", col="collective", col_wrap=2, kind="line",
+        marker="o", height=3.2, aspect=1.3, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        _bytes_axis(axis)
+        axis.set_ylabel("busbw (GB/s)")
+    return titled_grid(grid, what, hardware)
+
+
+def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Measured seconds (points) and the α-β model's prediction (lines) against message size, log-log."""
+    rows = frame.dropna(subset=["model_seconds"]).assign(
+        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"]
+    )
+    figure, axis = plt.subplots(figsize=(8, 4.2))
+    sns.scatterplot(data=rows, x="bytes", y="seconds", hue="setup", ax=axis)
+    palette = dict(
+        zip(rows["setup"].unique(), sns.color_palette(n_colors=rows["setup"].nunique()), strict=True)
+    )
+    for setup, group in rows.groupby("setup"):
+        group = group.sort_values("bytes")
+        axis.plot(group["bytes"], group["model_seconds"], color=palette[setup], linewidth=1)
+    _bytes_axis(axis)
+    axis.set_yscale("log")
+    axis.set_ylabel("seconds (points: measured, lines: α-β model)")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, hardware)
+
+
+def plot_broadcast_pipelining(rows: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Ring broadcast time against the number of chunks S: measured points and the formula's line."""
+    figure, axis = plt.subplots(figsize=(7, 3.8))
+    rows = rows.sort_values("chunks")
+    axis.plot(rows["chunks"], rows["seconds"], "o", label="measured")
+    axis.plot(
+        rows["chunks"], rows["model_seconds"], "-", color="black", linewidth=1, label="(S+k−2)(α + Nβ/S)"
+    )
+    axis.set(xscale="log", xlabel="chunks S", ylabel="seconds")
+    axis.set_xticks(rows["chunks"].unique(), [f"{c:g}" for c in rows["chunks"].unique()])
+    axis.minorticks_off()
+    axis.legend(frameon=False)
+    return titled(figure, what, hardware)
+
+
+def plot_stale_training(history: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Batch loss and test accuracy against step, one line per staleness (0 = synchronous SGD)."""
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
+    smoothed = history.assign(
+        batch_loss=history.groupby("staleness")["batch_loss"].transform(
+            lambda s: s.rolling(5, min_periods=1).mean()
+        )
+    )
+    sns.lineplot(data=smoothed, x="step", y="batch_loss", hue="staleness", palette="viridis", ax=loss_axis)
+    tested = history.dropna(subset=["test_accuracy"])
+    sns.lineplot(
+        data=tested,
+        x="step",
+        y="test_accuracy",
+        hue="staleness",
+        palette="viridis",
+        marker="o",
+        ax=accuracy_axis,
+    )
+    loss_axis.set_ylabel("training batch loss (mean of 5)")
+    accuracy_axis.set_ylabel("test accuracy")
+    return titled(figure, what, hardware)
