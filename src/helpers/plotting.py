@@ -287,3 +287,58 @@ def plot_stale_training(history: pd.DataFrame, what: str, hardware: str) -> plt.
     loss_axis.set_ylabel("training batch loss (mean of 5)")
     accuracy_axis.set_ylabel("test accuracy")
     return titled(figure, what, hardware)
+
+
+def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Predicted against measured step seconds, one marker per method and colour per model, with y = x."""
+    figure, axis = plt.subplots(figsize=(6.5, 4.6))
+    sns.scatterplot(
+        data=validated, x="step_seconds", y="predicted_seconds", hue="model", style="method", ax=axis
+    )
+    low = min(validated["step_seconds"].min(), validated["predicted_seconds"].min()) * 0.8
+    high = max(validated["step_seconds"].max(), validated["predicted_seconds"].max()) * 1.25
+    axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
+    axis.set(
+        xscale="log", yscale="log", xlabel="measured seconds per step", ylabel="predicted seconds per step"
+    )
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, hardware)
+
+
+def plot_recommendation(
+    predicted: pd.DataFrame, measured: pd.DataFrame, what: str, hardware: str
+) -> plt.Figure:
+    """Predicted speed-up against GPU count per link and model (lines), measured speed-ups as points."""
+    grid = sns.relplot(
+        data=predicted, x="gpus", y="speedup", hue="link", col="model", kind="line", marker="o",
+        height=3.4, aspect=1.1, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        model = axis.get_title().split(" = ")[-1]
+        points = measured[measured["model"] == model]
+        if len(points):
+            axis.plot(points["gpus"], points["speedup"], "kX", markersize=9, label="measured here")
+            axis.legend(loc="upper left", frameon=False)
+        axis.axhline(1, color="grey", linewidth=0.8)
+        axis.set(xlabel="GPUs (predicted) / ranks (measured)", ylabel="speed-up over one")
+    return titled_grid(grid, what, hardware)
+
+
+def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Each measured loss curve (points; filled where the fit saw them) with the Optimus curve fitted to its
+    first part (line) and the target loss (dashed)."""
+    figure, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.6), squeeze=False)
+    for axis, curve, row in zip(axes[0], curves, predictions.itertuples(), strict=True):
+        steps = pd.Series(curve["steps"], dtype=float)
+        axis.plot(steps, curve["losses"], "o", markersize=3, fillstyle="none", color="grey")
+        axis.plot(
+            steps[: row.fitted_points], curve["losses"][: row.fitted_points], "o", markersize=3, color="C0"
+        )
+        axis.plot(
+            steps, 1 / (row.beta0 * steps + row.beta1) + row.beta2, color="C1", label="fit on filled points"
+        )
+        axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
+        axis.set(title=curve["curve"], xlabel=curve["unit"], ylabel="training loss")
+        axis.title.set_size(9)
+    axes[0][0].legend(frameon=False)
+    return titled(figure, what, hardware)
