@@ -345,7 +345,11 @@ def test_fits_per_implementation_and_the_model_seconds_they_predict():
 
 
 def test_ring_against_library_is_the_busbw_ratio_at_large_messages():
-    ratio = collectives.ring_against_library(synthetic_benchmark(alpha=20e-6, beta=1e-9), min_bytes=2**24)
+    frame = synthetic_benchmark(alpha=20e-6, beta=1e-9)
+    other = frame.query("operation == 'all_reduce'").assign(
+        operation="all_gather", bytes=lambda f: f["bytes"] - 4
+    )
+    ratio = collectives.ring_against_library(pd.concat([frame, other]), min_bytes=2**24)
     assert ratio["bytes"].tolist() == [2**24, 2**26]
     assert ratio["ring / dist"].tolist() == pytest.approx([0.8, 0.8])
 

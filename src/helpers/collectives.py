@@ -846,7 +846,12 @@ def with_model_seconds(frame: pd.DataFrame, fits: pd.DataFrame, operation: str =
 
 def ring_against_library(frame: pd.DataFrame, min_bytes: int = 16 * 2**20) -> pd.DataFrame:
     """busbw of our ring all-reduce as a fraction of ``dist.all_reduce``'s, at every size ≥ ``min_bytes``."""
-    ok = frame[(frame["status"] == "ok") & (frame["bytes"] >= min_bytes) & (frame["world_size"] > 1)]
+    ok = frame[
+        (frame["status"] == "ok")
+        & (frame["bytes"] >= min_bytes)
+        & (frame["world_size"] > 1)
+        & frame["operation"].isin(["all_reduce", "all_reduce_ring"])
+    ]
     table = ok.pivot_table(
         index=["backend", "device", "world_size", "bytes"], columns="operation", values="busbw_GBps"
     ).reset_index()
