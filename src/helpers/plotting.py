@@ -196,9 +196,12 @@ def plot_bucket_sweep(sweep: pd.DataFrame, what: str, hardware: str) -> plt.Figu
         axis.set_xticks(caps, [f"{cap:g}" for cap in caps])
         axis.minorticks_off()
         axis.set_xlabel("bucket_cap_mb")
-    time_axis.set_ylabel("seconds per epoch")
+    time_axis.set(ylabel="seconds per epoch (log)", yscale="log")
+    time_axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    time_axis.yaxis.set_major_formatter(PLAIN)
+    time_axis.yaxis.set_minor_formatter(NullFormatter())
     bucket_axis.set_ylabel("buckets per step")
-    bucket_axis.set_yscale("log")
+    bucket_axis.yaxis.set_major_locator(MaxNLocator(integer=True))
     return titled(figure, what, hardware)
 
 
@@ -216,13 +219,14 @@ def _bytes_axis(axis: plt.Axes) -> None:
 
 
 def plot_bandwidth(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """busbw against message size, one line per implementation and backend (nccl-tests' definitions)."""
+    """busbw against message size, one line per implementation and backend, dashes per number of ranks
+    (nccl-tests' definitions; every point is already a median, so no error band)."""
     ok = frame[frame["status"] == "ok"].assign(
-        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"]
+        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"], ranks=lambda f: f["world_size"]
     )
     grid = sns.relplot(
-        data=ok, x="bytes", y="busbw_GBps", hue="setup", col="collective", col_wrap=2, kind="line",
-        marker="o", height=3.2, aspect=1.3, facet_kws={"sharey": False},
+        data=ok, x="bytes", y="busbw_GBps", hue="setup", style="ranks", col="collective", col_wrap=2,
+        kind="line", marker="o", errorbar=None, height=3.2, aspect=1.3, facet_kws={"sharey": False},
     )  # fmt: skip
     for axis in grid.axes.flat:
         _bytes_axis(axis)
@@ -318,9 +322,8 @@ def plot_recommendation(
         points = measured[measured["model"] == model]
         if len(points):
             axis.plot(points["gpus"], points["speedup"], "kX", markersize=9, label="measured here")
-            axis.legend(loc="upper left", frameon=False)
         axis.axhline(1, color="grey", linewidth=0.8)
-        axis.set(xlabel="GPUs (predicted) / ranks (measured)", ylabel="speed-up over one")
+        axis.set(xlabel="GPUs (predicted) / ranks (measured: ×)", ylabel="speed-up over one")
     return titled_grid(grid, what, hardware)
 
 
