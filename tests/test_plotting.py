@@ -87,7 +87,7 @@ def test_collective_figures_name_the_hardware():
             "label": ["all_reduce (dist)"] * 2 + ["broadcast (ring, S=1)", "broadcast (ring, S=4)"],
             "operation": ["all_reduce", "all_reduce", "ring_broadcast", "ring_broadcast"],
             "collective": ["all_reduce", "all_reduce", "broadcast", "broadcast"],
-            "backend": "gloo", "device": "cpu", "status": "ok", "chunks": [None, None, 1, 4],
+            "backend": "gloo", "device": "cpu", "status": "ok", "chunks": [None, None, 1, 4], "world_size": 2,
             "bytes": [1024, 2**20, 2**20, 2**20], "seconds": [1e-4, 1e-3, 1e-3, 2e-3],
             "busbw_GBps": [0.01, 1.0, 1.0, 0.5], "model_seconds": [1.1e-4, 0.9e-3, 1.2e-3, 1.8e-3],
         }
