@@ -39,12 +39,18 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import load_fsdd, take
-from helpers.launch import launch, prepare_rank, run_plan, worker_main
+from helpers.launch import (
+    MAX_TIMEOUT_SECONDS,
+    launch,
+    prepare_rank,
+    process_group,
+    run_plan,
+    worker_main,
+    write_rank_result,
+)
 from helpers.models import build_model
-from helpers.results import write_json_atomically
 from helpers.train import check_positive, evaluate, make_optimizer, step_batches
 
-MAX_TIMEOUT_SECONDS = 120
 # the "[/pytorch/third_party/gloo/…/unbound_buffer.cc:78] " that starts gloo's errors
 SOURCE_LOCATION = re.compile(r"^\s*\[[^\]]+:\d+\]\s*")
 TASKS = ("semantics", "verify", "deadlock", "benchmark")
@@ -876,25 +882,12 @@ def run_rank(config: dict, output: Path) -> None:
     rank, world_size, device = prepare_rank(config)
     if config["backend"] == "nccl" and config["task"] == "deadlock":
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"  # wait() raises at the timeout instead of aborting
-    timeout = datetime.timedelta(seconds=min(config["timeout_seconds"], MAX_TIMEOUT_SECONDS))
-    dist.init_process_group(config["backend"], timeout=timeout)
-    try:
+    with process_group(config):
         result = TASK_FUNCTIONS[config["task"]](config, device)
-        write_json_atomically(
-            output / f"rank{rank}.json",
-            {
-                "rank": rank,
-                "world_size": world_size,
-                "backend": config["backend"],
-                "device": str(device),
-                "device_type": device.type,
-                "task": config["task"],
-                "threads": torch.get_num_threads(),
-                **result,
-            },
-        )
-    finally:
-        dist.destroy_process_group()
+        write_rank_result(
+            output, rank, world_size, config, device,
+            {"device_type": device.type, "task": config["task"], **result},
+        )  # fmt: skip
 
 
 def main() -> int:

@@ -12,7 +12,6 @@ gradients their sum per step is exactly the model's parameter bytes.
 
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from pathlib import Path
@@ -27,13 +26,9 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.data import load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
-from helpers.launch import launch, prepare_rank, worker_main
+from helpers.launch import launch, prepare_rank, process_group, worker_main, write_rank_result
 from helpers.models import build_model, parameter_bytes
-from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
-
-MAX_TIMEOUT_SECONDS = 120
-
 
 COMPRESSION_HOOKS = {
     None: default_hooks.allreduce_hook,
@@ -78,9 +73,7 @@ def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
 def train_rank(config: dict, output: Path) -> None:
     """Train with DDP on this rank and write ``rank<r>.json``."""
     rank, world_size, device = prepare_rank(config)
-    timeout = datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
-    dist.init_process_group(config["backend"], timeout=timeout)
-    try:
+    with process_group(config):
         if config.get("fail_rank") == rank:
             raise RuntimeError(f"rank {rank} fails on purpose (fail_rank={rank})")
         fsdd = load_fsdd(download=False)
@@ -124,22 +117,11 @@ def train_rank(config: dict, output: Path) -> None:
             history.append(row)
         if rank == 0:
             _, history[-1]["train_accuracy"] = evaluate(model, to_device(train_set, device))
-        gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        write_json_atomically(
-            output / f"rank{rank}.json",
-            {
-                "rank": rank,
-                "world_size": world_size,
-                "backend": config["backend"],
-                "device": str(device),
-                "threads": torch.get_num_threads(),
-                "history": history,
-                "bucket_bytes_per_step": traffic.buckets,
-                "gradient_bytes": gradient_bytes,
-            },
-        )
-    finally:
-        dist.destroy_process_group()
+        gradient_bytes = parameter_bytes(model)
+        write_rank_result(
+            output, rank, world_size, config, device,
+            {"history": history, "bucket_bytes_per_step": traffic.buckets, "gradient_bytes": gradient_bytes},
+        )  # fmt: skip
 
 
 def main() -> int:

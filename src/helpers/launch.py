@@ -10,6 +10,8 @@ never through their console output.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
 import json
 import os
 import socket
@@ -23,11 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import torch.distributed as dist
 
 from helpers.hardware import usable_cores
 from helpers.processes import stop_process_tree
+from helpers.results import write_json_atomically
 
 BACKENDS = ("gloo", "nccl")
+MAX_TIMEOUT_SECONDS = 120  # every process group times out within 2 minutes
 
 
 class LaunchError(RuntimeError):
@@ -96,6 +101,28 @@ def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
     device = torch.device(f"cuda:{local_rank % usable_gpus(config.get('gpus'))}")
     torch.cuda.set_device(device)
     return rank, world_size, device
+
+
+def group_timeout(config: dict) -> datetime.timedelta:
+    """The process group's timeout: ``config["timeout_seconds"]`` (default 60 s), at most 2 minutes."""
+    return datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
+
+
+@contextlib.contextmanager
+def process_group(config: dict):
+    """Join the default process group of ``config["backend"]`` with its short timeout; always leave it."""
+    dist.init_process_group(config["backend"], timeout=group_timeout(config))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def write_rank_result(output: Path, rank: int, world_size: int, config: dict, device, result: dict) -> None:
+    """``output/rank<r>.json``, atomically: who wrote it (rank, backend, device, threads), then ``result``."""
+    header = {"rank": rank, "world_size": world_size, "backend": config["backend"], "device": str(device),
+              "threads": torch.get_num_threads()}  # fmt: skip
+    write_json_atomically(output / f"rank{rank}.json", {**header, **result})
 
 
 def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:

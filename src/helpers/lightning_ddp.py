@@ -17,7 +17,6 @@ Lightning is an optional extra (``pip install -e .[lightning]``): without it thi
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import sys
@@ -31,16 +30,21 @@ from torch.utils.data import DataLoader
 
 from helpers.data import load_fsdd, take
 from helpers.ddp import (
-    MAX_TIMEOUT_SECONDS,
     TrafficRecorder,
     ddp_config,
     recording_allreduce_hook,
     summarize_run,
 )
-from helpers.hardware import usable_cores
-from helpers.launch import check_request, launch, usable_gpus, worker_main
+from helpers.launch import (
+    check_request,
+    group_timeout,
+    launch,
+    prepare_rank,
+    usable_gpus,
+    worker_main,
+    write_rank_result,
+)
 from helpers.models import build_model, parameter_bytes
-from helpers.results import write_json_atomically
 from helpers.train import evaluate, make_optimizer, to_device
 
 try:
@@ -191,12 +195,12 @@ def train_rank(config: dict, output: Path) -> None:
     if not available():
         raise ModuleNotFoundError(INSTALL_HINT)
     quiet_lightning()
-    world_size, local_world_size = int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_WORLD_SIZE"])
-    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
+    local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
     if config["device"] == "cuda" and local_world_size > usable_gpus(config.get("gpus")):
         raise ValueError(
             f"Lightning runs one rank per GPU; {local_world_size} ranks on one node are too many"
         )
+    _, world_size, _ = prepare_rank(config)  # threads per rank; Lightning places the model itself
     pl.seed_everything(config["seed"], verbose=False)  # also PL_GLOBAL_SEED: the DistributedSampler's seed
     fsdd = load_fsdd(download=False)
     train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
@@ -206,7 +210,7 @@ def train_rank(config: dict, output: Path) -> None:
     traffic = TrafficRecorder(config.get("compression"))
     module = Classifier(config, traffic)
     recorder = EpochRecorder(test_set, traffic)
-    timeout = datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
+    timeout = group_timeout(config)
     strategy = DDPStrategy(
         process_group_backend=config["backend"], timeout=timeout, bucket_cap_mb=config["bucket_cap_mb"]
     )
@@ -230,14 +234,13 @@ def train_rank(config: dict, output: Path) -> None:
         if rank == 0:
             _, history[-1]["train_accuracy"] = evaluate(module.model, to_device(train_set, module.device))
         sampler = trainer.train_dataloader.sampler
-        write_json_atomically(
-            output / f"rank{rank}.json",
+        write_rank_result(
+            output,
+            rank,
+            trainer.world_size,
+            config,
+            module.device,
             {
-                "rank": rank,
-                "world_size": trainer.world_size,
-                "backend": config["backend"],
-                "device": str(module.device),
-                "threads": torch.get_num_threads(),
                 "history": history,
                 "bucket_bytes_per_step": traffic.buckets,
                 "gradient_bytes": parameter_bytes(module.model),
