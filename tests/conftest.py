@@ -4,6 +4,7 @@ import os
 import shutil
 from pathlib import Path
 
+import psutil
 import pytest
 
 from helpers.data import DatasetError, find_recordings
@@ -34,3 +35,25 @@ def fsdd(recordings, tmp_path_factory):
     from helpers.data import load_fsdd
 
     return load_fsdd(recordings, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+WORKER_MODULES = (
+    "torch.distributed.run", "helpers.ddp", "helpers.lightning_ddp", "helpers.collectives.tasks",
+)  # fmt: skip
+
+
+def worker_processes() -> list:
+    """Processes of this study's launches that are still alive (torchrun and every worker module)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        if any(module in command for module in WORKER_MODULES):
+            found.append(process)
+    return found
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fails the test when a launch left a process behind."""
+    yield
+    assert not worker_processes(), "a launch left processes behind"

@@ -1,12 +1,9 @@
 """helpers.dataparallel: one step equals single-device training, and moves exactly the counted bytes."""
 
-import copy
-
 import pytest
 import torch
 
-from helpers import data, dataparallel, models
-from helpers.train import make_optimizer
+from helpers import data, dataparallel, models, train
 
 
 @pytest.mark.parametrize(
@@ -23,22 +20,34 @@ def test_chunk_sizes_follow_tensor_chunk(batch_size, replicas, sizes):
 @pytest.mark.parametrize("batch_size", [7, 10])
 def test_step_equals_single_device_training(name, replicas, batch_size):
     torch.manual_seed(replicas)
-    model = models.build_model(name)
-    reference = copy.deepcopy(model)
     inputs, targets = torch.randn(batch_size, 1, 12000), torch.randint(0, 10, (batch_size,))
-    trainer = dataparallel.DataParallelTrainer(model, ["cpu"] * replicas, optimizer="sgd", lr=0.1)
+    ours = dataparallel.parameters_after_one_step(name, inputs, targets, replicas=["cpu"] * replicas)
+    reference = dataparallel.parameters_after_one_step(name, inputs, targets)
+    for mine, theirs in zip(ours, reference, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-7)
+    torch.manual_seed(0)
+    reference_loss = torch.nn.functional.cross_entropy(models.build_model(name)(inputs), targets).item()
+    torch.manual_seed(0)
+    model = models.build_model(name)
+    trainer = dataparallel.DataParallelTrainer(model, ["cpu"] * replicas, optimizer="sgd")
     report = trainer.step(inputs, targets)
-    # Gradients after the step's reduction (SGD's update is linear in them, so compare after the step).
-    optimizer = make_optimizer("sgd", reference.parameters(), 0.1)
-    loss = torch.nn.functional.cross_entropy(reference(inputs), targets)
-    loss.backward()
-    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-7)
-    optimizer.step()
-    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
-    assert report.loss == pytest.approx(loss.item(), rel=1e-6)
+    assert report.loss == pytest.approx(reference_loss, rel=1e-6)
     assert report.bytes == dataparallel.bytes_per_step(model, batch_size, replicas)
+
+
+def test_every_phase_is_timed_on_every_replica_device(monkeypatch):
+    timed_on = []
+
+    class RecordingTimer(train.Timer):
+        def __init__(self, devices):
+            timed_on.append(list(devices))
+            super().__init__("cpu")
+
+    monkeypatch.setattr(dataparallel, "Timer", RecordingTimer)
+    trainer = dataparallel.DataParallelTrainer(models.LinearNet(), ["cpu", "cpu", "cpu"])
+    report = trainer.step(torch.randn(6, 1, 12000), torch.randint(0, 10, (6,)), timed=True)
+    assert set(report.seconds) == set(dataparallel.PHASES)
+    assert timed_on == [[torch.device("cpu")] * 3] * len(dataparallel.PHASES)
 
 
 def test_bytes_per_step_by_hand():
@@ -95,18 +104,13 @@ def test_bad_devices_are_refused():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_matches_torch_data_parallel_on_cuda():
-    devices = list(range(min(torch.cuda.device_count(), 2)))
-    torch.manual_seed(0)
-    ours = models.ConvNet()
-    theirs = copy.deepcopy(ours).cuda()
-    inputs, targets = torch.randn(9, 1, 12000).cuda(), torch.randint(0, 10, (9,)).cuda()
-    dataparallel.DataParallelTrainer(ours, [f"cuda:{d}" for d in devices], optimizer="sgd", lr=0.1).step(
-        inputs, targets
+    gpus = list(range(min(torch.cuda.device_count(), 2)))
+    inputs, targets = torch.randn(9, 1, 12000), torch.randint(0, 10, (9,))
+    ours = dataparallel.parameters_after_one_step(
+        "ConvNet", inputs, targets, replicas=[f"cuda:{g}" for g in gpus]
     )
-    wrapped = torch.nn.DataParallel(theirs, device_ids=devices)
-    torch.nn.functional.cross_entropy(wrapped(inputs), targets).backward()
-    torch.optim.SGD(theirs.parameters(), lr=0.1).step()
-    for mine, reference in zip(ours.parameters(), theirs.parameters(), strict=True):
+    theirs = dataparallel.parameters_after_one_step("ConvNet", inputs, targets, device_ids=gpus)
+    for mine, reference in zip(ours, theirs, strict=True):
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
 
 

@@ -1,13 +1,20 @@
 """helpers.launch: real torchrun launches of helpers.ddp with Gloo, and every way one must end cleanly."""
 
 import os
+import shutil
+import signal
+import tempfile
+import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import torch
 
-from helpers import launch, models
+from helpers import launch, lightning_ddp, models, worker
+
+RECORDED = Path(__file__).parent / "data"
 
 CONFIG = dict(
     backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=40, test_samples=20,
@@ -15,14 +22,10 @@ CONFIG = dict(
 )  # fmt: skip
 
 
-def ddp_processes() -> list:
-    return [p for p in psutil.process_iter(["cmdline"]) if "helpers.ddp" in " ".join(p.info["cmdline"] or [])]
-
-
 @pytest.fixture(autouse=True)
-def no_leftovers(recordings):
+def checked(recordings, no_leftovers):
+    """Every test here needs the recordings and must leave no process behind."""
     yield
-    assert not ddp_processes(), "a launch left processes behind"
 
 
 @pytest.mark.parametrize(("model", "bucket_cap_mb"), [("LinearNet", 25), ("ConvNet", 0.5)])
@@ -81,7 +84,7 @@ def test_impossible_requests_are_refused_before_starting():
     with pytest.raises(ValueError, match="no CUDA device"):
         launch.check_request("gloo", "cuda", 1, gpus=0)
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    assert launch.usable_gpus() == gpus and launch.usable_gpus(gpus=0) == 0
+    assert worker.usable_gpus() == gpus and worker.usable_gpus(gpus=0) == 0
     with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU" if gpus else "no CUDA device"):
         launch.check_request("nccl", "cuda", gpus + 1)
 
@@ -122,3 +125,69 @@ def test_collect_names_the_rank_whose_error_came_first(tmp_path):
     cause = r"^rank 1 failed: ValueError: unknown model 'Nope' \(then rank 0"
     with pytest.raises(launch.LaunchError, match=cause):
         launch.collect(tmp_path, 2)
+
+
+def rank_process(rank: int, timeout: float = 60) -> psutil.Process:
+    """The live helpers.ddp process of ``rank`` (found by its environment), waiting for it to start."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for process in psutil.process_iter(["cmdline"]):
+            if "helpers.ddp" in " ".join(process.info["cmdline"] or []):
+                try:
+                    if process.environ().get("RANK") == str(rank):
+                        return process
+                except psutil.Error:
+                    continue
+        time.sleep(0.2)
+    raise TimeoutError(f"rank {rank} never started")
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_the_signal(tmp_path):
+    failure = {}
+
+    def run() -> None:
+        try:
+            launch.launch({**CONFIG, "epochs": 1000, "train_samples": 200}, 2, time_limit_seconds=120,
+                          output=tmp_path)  # fmt: skip
+        except launch.LaunchError as error:
+            failure["error"] = str(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(3)  # let the ranks get past their start
+    rank_process(1).send_signal(signal.SIGKILL)  # what the kernel's out-of-memory killer does
+    thread.join(timeout=90)
+    assert not thread.is_alive()
+    assert failure["error"].startswith("rank 1 was killed by SIGKILL (exit code -9)")
+    assert (tmp_path / "torchrun-node0.log").exists()
+
+
+def test_torchrun_report_names_the_first_failure_before_the_echoes(tmp_path):
+    shutil.copy(RECORDED / "torchrun-rank1-sigkill.log", tmp_path / "torchrun-node0.log")
+    assert launch.first_failures(tmp_path) == [
+        {"rank": 1, "exitcode": -9, "signal": "SIGKILL", "time": "2026-11-23_06:08:17",
+         "log": "torchrun-node0.log"}
+    ]  # fmt: skip
+    (tmp_path / "rank0.error").write_text("Traceback\nRuntimeError: Connection closed by peer")
+    with pytest.raises(
+        launch.LaunchError, match=r"^rank 1 was killed by SIGKILL .*\(then rank 0, after it\)"
+    ):
+        launch.collect(tmp_path, 2)
+
+
+def test_a_temporary_run_folder_goes_after_success_and_stays_after_failure(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    launch.launch(CONFIG, 2, time_limit_seconds=120)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(launch.LaunchError, match="the run's logs are kept in") as raised:
+        launch.launch({**CONFIG, "fail_rank": 0}, 2, time_limit_seconds=120)
+    kept = [path for path in tmp_path.iterdir() if str(path) in str(raised.value)]
+    assert len(kept) == 1 and (kept[0] / "logs").is_dir()
+
+
+def test_lightning_refuses_nodes_simulated_on_one_machine_s_gpus(monkeypatch):
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 4)
+    config = {**CONFIG, "device": "cuda", "backend": "nccl"}
+    lightning_ddp.check_lightning_request(config, 2)  # two ranks on four GPUs, one node: fine
+    with pytest.raises(ValueError, match="nodes simulated on one machine would put two ranks on one GPU"):
+        lightning_ddp.check_lightning_request(config, 2, nodes=2)

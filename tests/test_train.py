@@ -80,3 +80,16 @@ def test_stored_step_timing_checks_autocast(small, tmp_path):
         store, "LinearNet", small[0], batch_size=10, timed_steps=1, autocast="bf16"
     )
     assert record["config"]["autocast"] == "bf16" and record["result"]["steps_per_epoch"] == 12
+
+
+def test_a_timer_over_several_gpus_synchronises_every_one(monkeypatch):
+    synchronised = []
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronised.append)
+    devices = [torch.device("cuda:0"), torch.device("cuda:1"), torch.device("cuda:0"), torch.device("cpu")]
+    with train.Timer(devices) as timer:
+        assert synchronised == [torch.device("cuda:0"), torch.device("cuda:1")]  # at the start
+    assert synchronised == [torch.device("cuda:0"), torch.device("cuda:1")] * 2  # and at the end
+    assert timer.seconds >= 0
+    with train.Timer("cpu") as cpu_timer:
+        pass
+    assert cpu_timer.seconds >= 0 and len(synchronised) == 4  # the CPU needs no synchronising

@@ -160,10 +160,11 @@ class DataParallelTrainer:
 
         @contextlib.contextmanager
         def phase(name: str):
+            """Time a phase on every replica's device: work queued on d1…d(k−1) belongs to it too."""
             if not timed:
                 yield
                 return
-            with Timer(first) as timer:
+            with Timer(self.devices) as timer:
                 yield
             report.seconds[name] = timer.seconds
 
@@ -217,6 +218,40 @@ class DataParallelTrainer:
             self.optimizer.step()
         report.loss = loss.item()
         return report
+
+
+def parameters_after_one_step(
+    model_name: str,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    replicas: list[str] | None = None,
+    device_ids: list[int] | None = None,
+    device: str = "cpu",
+    lr: float = 0.1,
+    seed: int = 0,
+) -> list[torch.Tensor]:
+    """The seeded model's parameters (copied to the CPU) after one SGD step on one mini-batch, taken by
+    ``DataParallelTrainer`` on ``replicas``, by ``torch.nn.DataParallel`` on the GPUs ``device_ids``, or,
+    with neither, by plain training on ``device``: what the tests and the GPU check hold equal.
+
+    SGD's update is linear in the gradient, so equal parameters mean equal gradients.
+    """
+    if replicas and device_ids:
+        raise ValueError("give replicas (ours) or device_ids (torch.nn.DataParallel), not both")
+    torch.manual_seed(seed)
+    model = build_model(model_name)
+    if replicas:
+        trainer = DataParallelTrainer(model, replicas, optimizer="sgd", lr=lr)
+        trainer.step(inputs.to(trainer.devices[0]), targets.to(trainer.devices[0]))
+        return [p.detach().cpu() for p in model.parameters()]
+    first = pick_device(f"cuda:{device_ids[0]}" if device_ids else device)
+    model = model.to(first)
+    stepped = nn.DataParallel(model, device_ids=device_ids) if device_ids else model
+    optimizer = make_optimizer("sgd", model.parameters(), lr)
+    nn.functional.cross_entropy(stepped(inputs.to(first)), targets.to(first)).backward()
+    optimizer.step()
+    return [p.detach().cpu() for p in model.parameters()]
 
 
 def time_dataparallel_steps(

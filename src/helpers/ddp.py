@@ -26,9 +26,10 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.data import load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
-from helpers.launch import launch, prepare_rank, process_group, worker_main, write_rank_result
+from helpers.launch import launch
 from helpers.models import build_model, parameter_bytes
 from helpers.train import evaluate, make_optimizer, to_device
+from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
 
 COMPRESSION_HOOKS = {
     None: default_hooks.allreduce_hook,
@@ -73,7 +74,7 @@ def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
 def train_rank(config: dict, output: Path) -> None:
     """Train with DDP on this rank and write ``rank<r>.json``."""
     rank, world_size, device = prepare_rank(config)
-    with process_group(config):
+    with process_group(config, device):
         if config.get("fail_rank") == rank:
             raise RuntimeError(f"rank {rank} fails on purpose (fail_rank={rank})")
         fsdd = load_fsdd(download=False)

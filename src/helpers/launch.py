@@ -1,54 +1,49 @@
-"""Launch worker modules with torchrun, safely (chapter 3; chapter 4's collectives reuse it).
+"""Launch worker modules with torchrun, safely: the parent side (chapter 3; chapter 4 reuses it).
 
 ``launch`` checks the request before starting anything (NCCL needs one GPU per rank: it refuses two
 ranks on one GPU), then runs ``python -m torch.distributed.run --standalone`` — whose rendezvous takes
 a free port, so two launches never collide — with per-rank logs, a wall-clock limit and clean-up of
-every process on error, interrupt or timeout. Results come back through the files the ranks write,
-never through their console output.
+every process on error, interrupt or timeout. Results come back through the files the ranks write
+(``helpers.worker``), never through their console output; torchrun's own report is kept in the run's
+folder, so that a rank killed by a signal is named with the signal.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import datetime
 import json
-import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
-import torch.distributed as dist
 
-from helpers.hardware import usable_cores
 from helpers.processes import stop_process_tree
-from helpers.results import write_json_atomically
+from helpers.worker import ALL_RANKS_HERE, usable_gpus
 
 BACKENDS = ("gloo", "nccl")
-MAX_TIMEOUT_SECONDS = 120  # every process group times out within 2 minutes
+# torchrun's summary of the first rank to fail: "Root Cause (first observed failure):" then its fields
+ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?time\s*:\s*(?P<time>\S+).*?rank\s*:\s*(?P<rank>\d+)"
+    r".*?exitcode\s*:\s*(?P<exitcode>-?\d+)",
+    re.DOTALL,
+)
 
 
 class LaunchError(RuntimeError):
     """A launch that failed, timed out, or whose ranks reported an error."""
 
 
-def usable_gpus(gpus: int | None = None) -> int:
-    """The GPUs a launch may use: every visible one, or at most ``gpus`` of them."""
-    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return visible if gpus is None else min(gpus, visible)
-
-
 def check_request(backend: str, device: str, world_size: int, gpus: int | None = None) -> None:
     """Refuse, with the reason, what cannot work, before any process starts.
 
-    Gloo may share GPUs between ranks (local rank r uses GPU r mod ``usable_gpus(gpus)``); NCCL may not.
+    Gloo may share GPUs between ranks (``helpers.worker.gpu_index`` deals them round-robin); NCCL may not.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -86,75 +81,69 @@ def torchrun_command(
     ]  # fmt: skip
 
 
-def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
-    """Inside a worker: this rank's (rank, world_size, device), with its share of the cores as threads.
-
-    The ranks on one machine share its cores equally (``config["threads"]`` overrides). With
-    ``device`` "cuda" local rank r takes GPU r mod ``usable_gpus(config["gpus"])``: Gloo may share
-    GPUs between ranks; NCCL gets one each (``check_request`` saw to that before the launch).
-    """
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
-    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // local_world_size))
-    if config["device"] != "cuda":
-        return rank, world_size, torch.device("cpu")
-    device = torch.device(f"cuda:{local_rank % usable_gpus(config.get('gpus'))}")
-    torch.cuda.set_device(device)
-    return rank, world_size, device
-
-
-def group_timeout(config: dict) -> datetime.timedelta:
-    """The process group's timeout: ``config["timeout_seconds"]`` (default 60 s), at most 2 minutes."""
-    return datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
-
-
-@contextlib.contextmanager
-def process_group(config: dict):
-    """Join the default process group of ``config["backend"]`` with its short timeout; always leave it."""
-    dist.init_process_group(config["backend"], timeout=group_timeout(config))
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9, or ``signal 99`` for a number Python does not know."""
     try:
-        yield
-    finally:
-        dist.destroy_process_group()
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
-def write_rank_result(output: Path, rank: int, world_size: int, config: dict, device, result: dict) -> None:
-    """``output/rank<r>.json``, atomically: who wrote it (rank, backend, device, threads), then ``result``."""
-    header = {"rank": rank, "world_size": world_size, "backend": config["backend"], "device": str(device),
-              "threads": torch.get_num_threads()}  # fmt: skip
-    write_json_atomically(output / f"rank{rank}.json", {**header, **result})
+def first_failures(output: Path) -> list[dict]:
+    """torchrun's "first observed failure" of each node in ``output/torchrun-node*.log``.
 
-
-def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:
-    """The entry point every worker module shares: ``-m MODULE --config CONFIG.json --output DIR``.
-
-    ``run_rank(config, output)`` does the rank's work and writes ``DIR/rank<r>.json``; if it raises,
-    ``DIR/rank<r>.error`` gets the traceback first, so that the launcher can name the rank.
+    Each entry: the global ``rank``, torchrun's ``exitcode`` (negative: killed by that signal), the
+    ``signal`` name where there is one, and torchrun's ``time`` (to the second).
     """
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--config", required=True, type=Path)
-    parser.add_argument("--output", required=True, type=Path)
-    args = parser.parse_args()
-    try:
-        run_rank(json.loads(args.config.read_text()), args.output)
-    except Exception:
-        rank = os.environ.get("RANK", "?")
-        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
-        raise
-    return 0
+    failures = []
+    for log in sorted(output.glob("torchrun-node*.log")):
+        for match in ROOT_CAUSE.finditer(log.read_text(errors="replace")):
+            exitcode = int(match["exitcode"])
+            failures.append(
+                {
+                    "rank": int(match["rank"]),
+                    "exitcode": exitcode,
+                    "signal": signal_name(-exitcode) if exitcode < 0 else None,
+                    "time": match["time"],
+                    "log": log.name,
+                }
+            )
+    return failures
 
 
 def collect(output: Path, ranks: int) -> list[dict]:
-    """Every rank's result file; LaunchError naming the ranks that reported errors or wrote nothing."""
+    """Every rank's result file; LaunchError naming the rank that failed first, and how.
+
+    The cause is, in order: a rank that torchrun saw killed by a signal (it could write no error file,
+    and a signal is never the echo of another rank's failure), the first ``rank<r>.error`` written,
+    a rank that exited with an error code but no traceback, and ranks that wrote no result.
+    """
     errors = sorted(output.glob("rank*.error"), key=lambda path: path.stat().st_mtime)
+    errored = {path.stem.removeprefix("rank") for path in errors}
+    deaths = sorted(first_failures(output), key=lambda f: (f["time"], f["signal"] is None))
+    killed = [f for f in deaths if f["signal"] and str(f["rank"]) not in errored]
+    echoes = ", ".join(path.stem.removeprefix("rank") for path in errors)
+    if killed:
+        first = killed[0]
+        after = f" (then rank {echoes}, after it)" if echoes else ""
+        raise LaunchError(
+            f"rank {first['rank']} was killed by {first['signal']} (exit code {first['exitcode']})"
+            f"{after}; torchrun's report: {output / first['log']}"
+        )
     if errors:  # the first error written is the cause; the others are usually its echo ("connection closed")
         cause = errors[0].read_text().strip().splitlines()[-1]
         others = ", ".join(path.stem.removeprefix("rank") for path in errors[1:])
         echo = f" (then rank {others}, after it)" if others else ""
         raise LaunchError(f"rank {errors[0].stem.removeprefix('rank')} failed: {cause}{echo}")
+    if deaths:
+        first = deaths[0]
+        raise LaunchError(
+            f"rank {first['rank']} exited with code {first['exitcode']} without a traceback; "
+            f"see {output / first['log']} and the rank logs beside it"
+        )
     missing = [rank for rank in range(ranks) if not (output / f"rank{rank}.json").exists()]
     if missing:
-        raise LaunchError(f"rank(s) {missing} wrote no result; see the logs in {output / 'logs'}")
+        raise LaunchError(f"rank(s) {missing} wrote no result; see the logs in {output}")
     return [json.loads((output / f"rank{rank}.json").read_text()) for rank in range(ranks)]
 
 
@@ -185,24 +174,29 @@ def launch(
 
     With ``nodes`` > 1 the ranks are split over that many torchrun "nodes" on this machine that meet
     through a c10d rendezvous on the loopback interface: the same command a multi-machine run uses,
-    with the head node's address in place of 127.0.0.1.
+    with the head node's address in place of 127.0.0.1. All of them share this machine's cores and
+    GPUs, so the ranks are told to place themselves by global rank (``helpers.worker.gpu_index``).
+
+    Without ``output`` the run's folder is temporary: removed after a successful launch, kept (and
+    named in the error) after a failed one, for its logs.
     """
     check_request(config["backend"], config["device"], world_size, config.get("gpus"))
     if "global_batch_size" in config and config["global_batch_size"] % world_size:
         raise ValueError(
             f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"
         )
+    if world_size % nodes:
+        raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
+    temporary = output is None
     output = Path(output or tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-"))
     output.mkdir(parents=True, exist_ok=True)
     config_path = output / "config.json"
-    config_path.write_text(json.dumps(config, indent=1))
+    config_path.write_text(json.dumps({**config, ALL_RANKS_HERE: nodes > 1}, indent=1))
     if nodes == 1:
         commands = [
             torchrun_command(world_size, config_path, output, output / "logs", ["--standalone"], module)
         ]
     else:
-        if world_size % nodes:
-            raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
         rendezvous = node_rendezvous(nodes, f"127.0.0.1:{free_port()}", output.name)
         commands = [
             torchrun_command(
@@ -210,14 +204,30 @@ def launch(
             )
             for node in range(nodes)
         ]
-    run_processes(commands, time_limit_seconds)
-    return collect(output, world_size)
+    try:
+        run_processes(commands, time_limit_seconds, output)
+        results = collect(output, world_size)
+    except LaunchError as error:
+        if temporary:
+            raise LaunchError(f"{error} (the run's logs are kept in {output})") from None
+        raise
+    if temporary:
+        shutil.rmtree(output, ignore_errors=True)
+    return results
 
 
-def run_processes(commands: list[list], time_limit_seconds: float) -> None:
-    """Start every command, wait for all within the limit; on any failure stop every process tree."""
-    processes = [subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for command in commands]  # fmt: skip
+def run_processes(commands: list[list], time_limit_seconds: float, logs: Path) -> None:
+    """Start every command, wait for all within the limit; on any failure stop every process tree.
+
+    Command n's output goes to ``logs/torchrun-node<n>.log``. Only processes not yet waited for are
+    stopped: a reaped process's PID may already belong to another program.
+    """
+    processes = []
+    for node, command in enumerate(commands):
+        with (logs / f"torchrun-node{node}.log").open("w") as log:
+            processes.append(
+                subprocess.Popen(command, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+            )
     deadline = time.monotonic() + time_limit_seconds
     try:
         for process in processes:

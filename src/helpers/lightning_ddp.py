@@ -35,17 +35,10 @@ from helpers.ddp import (
     recording_allreduce_hook,
     summarize_run,
 )
-from helpers.launch import (
-    check_request,
-    group_timeout,
-    launch,
-    prepare_rank,
-    usable_gpus,
-    worker_main,
-    write_rank_result,
-)
+from helpers.launch import check_request, launch
 from helpers.models import build_model, parameter_bytes
 from helpers.train import evaluate, make_optimizer, to_device
+from helpers.worker import group_timeout, prepare_rank, usable_gpus, worker_main, write_rank_result
 
 try:
     import lightning.pytorch as pl
@@ -180,13 +173,20 @@ class EpochRecorder(_Callback):
 
 
 def check_lightning_request(config: dict, world_size: int, nodes: int = 1) -> None:
-    """The launcher's checks, plus Lightning's own rule: one rank per GPU (no sharing, even with gloo)."""
+    """The launcher's checks, plus Lightning's own rules: one rank per GPU (no sharing, even with gloo),
+    and, since Lightning places each rank on the GPU of its local rank, no simulated nodes on one
+    machine's GPUs (their local ranks would collide)."""
     check_request(config["backend"], config["device"], world_size, config.get("gpus"))
     gpus = usable_gpus(config.get("gpus"))
     if config["device"] == "cuda" and world_size // nodes > gpus:
         raise ValueError(
             f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, {gpus} GPU(s) "
             "usable (the hand-written helpers.ddp worker can share GPUs with gloo; Lightning cannot)"
+        )
+    if config["device"] == "cuda" and nodes > 1:
+        raise ValueError(
+            "Lightning places each rank on the GPU of its local rank, so nodes simulated on one machine "
+            "would put two ranks on one GPU; run the helpers.ddp worker for that, or one node per machine"
         )
 
 

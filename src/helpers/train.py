@@ -55,27 +55,40 @@ def make_optimizer(name: str, parameters, lr: float) -> torch.optim.Optimizer:
 
 
 class Timer:
-    """Elapsed seconds of a ``with`` block: CUDA events on a GPU (after synchronising), else perf_counter."""
+    """Elapsed seconds of a ``with`` block on ``devices`` (one device or a list of them).
 
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = torch.device(device).type == "cuda"
+    On one GPU: a pair of CUDA events on that GPU's current stream, read after synchronising. On several
+    GPUs every one of them is synchronised at both ends and the host clock measures between: events of
+    different GPUs cannot be compared, and events on the first GPU alone would miss the others' work. On
+    the CPU: ``time.perf_counter``.
+    """
+
+    def __init__(self, devices) -> None:
+        devices = devices if isinstance(devices, list | tuple) else [devices]
+        self.gpus = list(dict.fromkeys(torch.device(d) for d in devices if torch.device(d).type == "cuda"))
         self.seconds = float("nan")
 
+    def _synchronize(self) -> None:
+        for gpu in self.gpus:
+            torch.cuda.synchronize(gpu)
+
     def __enter__(self) -> Timer:
-        if self.cuda:
+        if len(self.gpus) == 1:
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
-            self._start.record()
+            self._start.record(torch.cuda.current_stream(self.gpus[0]))
         else:
+            self._synchronize()
             self._start_time = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.cuda:
-            self._end.record()
+        if len(self.gpus) == 1:
+            self._end.record(torch.cuda.current_stream(self.gpus[0]))
             self._end.synchronize()
             self.seconds = self._start.elapsed_time(self._end) / 1000
         else:
+            self._synchronize()
             self.seconds = time.perf_counter() - self._start_time
 
 

@@ -1,0 +1,231 @@
+"""Money, exactly (chapter 5): rent-or-buy break-even, the seed's Table I, and the dollars of a result.
+
+Every figure is a ``fractions.Fraction``, so that the seed's arithmetic can be checked digit for digit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+import pandas as pd
+
+SECONDS_PER_HOUR = 3600
+
+
+def exact(value) -> Fraction:
+    """``value`` as a Fraction: ints, Fractions, Decimals and decimal strings exactly ("1.46" is 73/50).
+
+    A float is read by its shortest decimal representation (0.45 becomes 9/20, not the binary double
+    nearest to it): prices are typed in decimal, and that is the number the user meant.
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return Fraction(repr(value))
+    if isinstance(value, int | Fraction | Decimal | str):
+        return Fraction(value)
+    raise TypeError(f"cannot read {value!r} as an exact number")
+
+
+def decimal_expansion(value: Fraction, digits: int = 3) -> str:
+    """``digits`` decimals of ``value``, truncated, with "…" when the expansion goes on (8/3 → "2.666…").
+
+    Thousands are separated by commas; a terminating expansion is printed exactly (3/2 → "1.5").
+    """
+    value = exact(value)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    whole, rest = divmod(value.numerator, value.denominator)
+    decimals = []
+    for _ in range(digits):
+        if rest == 0:
+            break
+        digit, rest = divmod(rest * 10, value.denominator)
+        decimals.append(str(digit))
+    text = f"{sign}{whole:,}" + ("." + "".join(decimals) if decimals else "")
+    return text + ("…" if rest else "")
+
+
+def mixed_number(value: Fraction) -> str:
+    """``value`` as a whole number and a proper fraction: 16000/3 → "5,333 1/3"."""
+    value = exact(value)
+    sign = "-" if value < 0 else ""
+    whole, rest = divmod(abs(value.numerator), value.denominator)
+    if rest == 0:
+        return f"{sign}{whole:,}"
+    return f"{sign}{whole:,} {rest}/{value.denominator}" if whole else f"{sign}{rest}/{value.denominator}"
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """Rent-or-buy break-even; every field is exact (Fractions), ``hours_float``/``years_float`` are not."""
+
+    machine_price: Fraction
+    hourly_price: Fraction
+    performance_adjustment: Fraction
+    hours_per_year: Fraction
+    effective_price: Fraction
+    hours: Fraction
+    years: Fraction
+
+    @property
+    def hours_float(self) -> float:
+        return float(self.hours)
+
+    @property
+    def years_float(self) -> float:
+        return float(self.years)
+
+
+def break_even(machine_price, hourly_price, performance_adjustment=0, hours_per_year=2000) -> BreakEven:
+    """Hours of rented use that cost as much as buying the machine, and the full-time years they make.
+
+    The performance adjustment follows the seed's "the same, adjusted by −30%": the machine's price is
+    scaled by the performance difference, effective price = price × (1 + adjustment). A bought machine
+    30% slower than the rented one is worth 30% less per hour of work, so −0.3 turns $8,000 into $5,600.
+    hours = effective price / hourly price; years = hours / hours_per_year (2,000 h: a full-time year).
+    Pass prices as strings or ints for exact results ("1.50", 8000).
+    """
+    price, hourly, adjustment, per_year = map(
+        exact, (machine_price, hourly_price, performance_adjustment, hours_per_year)
+    )
+    if price <= 0 or hourly <= 0 or per_year <= 0:
+        raise ValueError("machine_price, hourly_price and hours_per_year must be positive")
+    if adjustment <= -1:
+        raise ValueError(f"performance_adjustment must be above -1 (-100%), not {performance_adjustment!r}")
+    effective = price * (1 + adjustment)
+    hours = effective / hourly
+    return BreakEven(price, hourly, adjustment, per_year, effective, hours, hours / per_year)
+
+
+def money(value) -> str:
+    """Dollars with cents when the amount is whole cents ($1.50, $8,000.00), else a truncated expansion."""
+    value = exact(value)
+    if (value * 100).denominator == 1:
+        return f"${Decimal(value.numerator) / Decimal(value.denominator):,.2f}"
+    return "$" + decimal_expansion(value, 4)
+
+
+def describe_break_even(result: BreakEven, digits: int = 3) -> str:
+    """One line with the exact break-even next to its truncated decimal expansion."""
+    adjusted = (
+        f" adjusted by {decimal_expansion(result.performance_adjustment * 100)}% to "
+        f"{money(result.effective_price)}"
+        if result.performance_adjustment
+        else ""
+    )
+    return (
+        f"{money(result.machine_price)}{adjusted} at {money(result.hourly_price)}/h → "
+        f"{mixed_number(result.hours)} h ({decimal_expansion(result.hours, digits)} h) = "
+        f"{mixed_number(result.years)} ({decimal_expansion(result.years, digits)}) years of "
+        f"{mixed_number(result.hours_per_year)} h"
+    )
+
+
+def break_even_table(
+    machine_price, hourly_price, adjustments=(0, "-0.3"), hours_per_year=2000
+) -> pd.DataFrame:
+    """The seed's comparison: break-even for each performance adjustment, exact and rounded."""
+    rows = []
+    for adjustment in adjustments:
+        result = break_even(machine_price, hourly_price, adjustment, hours_per_year)
+        rows.append(
+            {
+                "performance_adjustment": float(result.performance_adjustment),
+                "effective_price": float(result.effective_price),
+                "hours_exact": mixed_number(result.hours),
+                "hours_rounded": round(result.hours_float),
+                "years_exact": mixed_number(result.years),
+                "years_rounded": round(result.years_float, 2),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def dollars_per_epoch(epoch_seconds, hourly_price) -> Fraction:
+    """epoch seconds × hourly price / 3600, exact (pass strings or ints for exact inputs)."""
+    seconds, price = exact(epoch_seconds), exact(hourly_price)
+    if seconds < 0 or price < 0:
+        raise ValueError("epoch_seconds and hourly_price must not be negative")
+    return seconds * price / SECONDS_PER_HOUR
+
+
+# The seed paper's Table I: seconds per epoch and the hourly price of each setup (its own inputs).
+SEED_TABLE_ONE = (("K80", "87", "0.45"), ("2×K80", "55", "0.90"), ("P100", "48", "1.46"))
+
+
+def table_one(rows=SEED_TABLE_ONE, baseline: str = "K80", as_float: bool = True) -> pd.DataFrame:
+    """The seed's Table I recomputed from its inputs: dollars per epoch, speed-up, cost ratios and Δ.
+
+    For each setup against the baseline:
+
+    - ``speedup`` = baseline epoch seconds / epoch seconds;
+    - ``price_ratio`` = hourly price / baseline hourly price (the fold increase in cost per hour);
+    - ``cost_per_epoch_ratio`` = dollars per epoch / baseline dollars per epoch;
+    - ``delta`` (Δ) = speed-up per fold increase in cost = speedup / price_ratio. Algebraically Δ is
+      1 / cost_per_epoch_ratio: Δ > 1 means the faster setup is also cheaper per epoch, Δ < 1 that speed
+      is bought at a higher price per epoch (Δ = 1: speed-up exactly proportional to the price).
+
+    ``as_float=False`` keeps every number an exact Fraction (what the tests check).
+    """
+    frame = pd.DataFrame(rows, columns=["setup", "epoch_seconds", "hourly_price"])
+    frame["epoch_seconds"] = frame["epoch_seconds"].map(exact)
+    frame["hourly_price"] = frame["hourly_price"].map(exact)
+    if baseline not in set(frame["setup"]):
+        raise ValueError(f"baseline {baseline!r} is not one of the setups {list(frame['setup'])}")
+    base = frame.set_index("setup").loc[baseline]
+    frame["dollars_per_epoch"] = [
+        dollars_per_epoch(s, p) for s, p in zip(frame["epoch_seconds"], frame["hourly_price"], strict=True)
+    ]
+    frame["speedup"] = base["epoch_seconds"] / frame["epoch_seconds"]
+    frame["price_ratio"] = frame["hourly_price"] / base["hourly_price"]
+    frame["cost_per_epoch_ratio"] = frame["dollars_per_epoch"] / dollars_per_epoch(*base)
+    frame["delta"] = frame["speedup"] / frame["price_ratio"]
+    if as_float:
+        numeric = frame.columns.drop("setup")
+        frame[numeric] = frame[numeric].map(float)
+    return frame
+
+
+def to_target(epochs_to_target, epoch_seconds, hourly_price) -> dict:
+    """Seconds, hours and dollars to reach a target accuracy: epochs needed × epoch time × price (exact)."""
+    epochs, seconds = exact(epochs_to_target), exact(epoch_seconds)
+    if epochs < 0:
+        raise ValueError("epochs_to_target must not be negative")
+    total = epochs * seconds
+    return {
+        "seconds": total,
+        "hours": total / SECONDS_PER_HOUR,
+        "dollars": epochs * dollars_per_epoch(seconds, hourly_price),
+    }
+
+
+def epochs_to_accuracy(history: list[dict], target: float) -> int | None:
+    """The first epoch whose test accuracy reaches ``target`` (None when the run never does)."""
+    return next((row["epoch"] for row in history if row.get("test_accuracy", 0) >= target), None)
+
+
+def measured_run_costs(records: list[dict], hourly_price_per_device, **settings) -> pd.DataFrame:
+    """Table I for our own DDP runs: per model, every world size of the runs that match ``settings``
+    (e.g. bucket_cap_mb=25, compression=None, seed=0), priced at ``hourly_price_per_device`` × ranks,
+    against one rank."""
+    frames = []
+    for model in sorted({r["config"]["model"] for r in records if r["kind"] == "ddp_run"}):
+        runs = {
+            r["config"]["world_size"]: r["result"]["epoch_seconds"]
+            for r in records
+            if r["kind"] == "ddp_run" and r["config"]["model"] == model
+            and all(r["config"].get(key) == value for key, value in settings.items())
+        }  # fmt: skip
+        if 1 not in runs or len(runs) < 2:
+            continue
+        rows = [
+            (f"{model}, {k} rank(s)", exact(seconds), exact(hourly_price_per_device) * k)
+            for k, seconds in sorted(runs.items())
+        ]
+        costs = table_one(rows, baseline=f"{model}, 1 rank(s)")
+        frames.append(costs.assign(model=model, ranks=sorted(runs)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,646 @@
+"""Time per step (chapter 5): compute + communication, calibrated on single-device and collective
+measurements, validated on multi-rank measurements that the calibration never saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.optimize import nnls
+
+from helpers.collectives.model import fit_alpha_beta, ring_all_reduce_seconds
+from helpers.collectives.runs import benchmark_frame, stored_benchmark
+from helpers.dataparallel import bytes_per_step, chunk_sizes, stored_dataparallel_timing
+from helpers.hardware import usable_cores
+from helpers.models import build_model, parameter_count
+from helpers.results import ResultStore
+from helpers.train import stored_step_timing
+from helpers.worker import usable_gpus
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class ComputeLine:
+    """Seconds of one single-process training step at ``batch`` samples: intercept + per-sample × batch.
+
+    The intercept holds what does not grow with the batch: passes over the weights (forward reads them,
+    backward writes their gradient) and the optimizer step; the slope the per-sample arithmetic.
+    """
+
+    intercept_seconds: float
+    seconds_per_sample: float
+
+    def __call__(self, batch: float) -> float:
+        return self.intercept_seconds + self.seconds_per_sample * batch
+
+
+def fit_line(batch_sizes, step_seconds) -> tuple[ComputeLine, float]:
+    """Non-negative line through the points minimising *relative* squared error, and its MAPE in %.
+
+    Rows are divided by the measured time, so that the small batches (milliseconds) count as much as the
+    large ones (seconds): what the model is judged on is the percentage error.
+    """
+    x = np.asarray(batch_sizes, dtype=float)
+    y = np.asarray(step_seconds, dtype=float)
+    if len(x) < 2 or len(set(x)) < 2:
+        raise ValueError("a compute line needs at least two different batch sizes")
+    (intercept, slope), _ = nnls(np.column_stack([np.ones_like(x), x]) / y[:, None], np.ones_like(y))
+    line = ComputeLine(float(intercept), float(slope))
+    mape = float(np.mean(np.abs(line(x) - y) / y) * 100)
+    return line, mape
+
+
+def fit_compute(frame: pd.DataFrame) -> pd.DataFrame:
+    """One compute line per model and thread count from single-process step times.
+
+    ``frame`` needs columns ``model``, ``threads``, ``batch_size`` and ``step_seconds`` (for example the
+    ``step_timing`` records of chapter 1, ``ResultStore.frame("step_timing")``). Why a line: on these
+    models a step is a fixed cost (the weight passes and the Adam update, heavy for LinearNet) plus a cost
+    per sample (the convolutions of ConvNet); the measured points scatter around it by more than any
+    curvature, so interpolating between them would model the noise. Returns intercept, slope, points and
+    the fit's own MAPE (%), indexed by (model, threads).
+    """
+    missing = {"model", "threads", "batch_size", "step_seconds"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"frame lacks column(s) {sorted(missing)}")
+    rows = []
+    for (model, threads), group in frame.groupby(["model", "threads"]):
+        line, mape = fit_line(group["batch_size"], group["step_seconds"])
+        rows.append(
+            {
+                "model": model,
+                "threads": int(threads),
+                "intercept_seconds": line.intercept_seconds,
+                "seconds_per_sample": line.seconds_per_sample,
+                "points": len(group),
+                "fit_mape_percent": mape,
+            }
+        )
+    return pd.DataFrame(rows).set_index(["model", "threads"]).sort_index()
+
+
+def compute_line(fits: pd.DataFrame, model: str, threads: int) -> ComputeLine:
+    """The fitted line of ``model`` at ``threads`` threads; a clear error when it was never calibrated."""
+    if (model, threads) not in fits.index:
+        raise ValueError(
+            f"no compute calibration for {model} at {threads} thread(s); have {list(fits.index)}. "
+            "Measure it with costmodel.stored_compute_calibration."
+        )
+    row = fits.loc[(model, threads)]
+    return ComputeLine(float(row["intercept_seconds"]), float(row["seconds_per_sample"]))
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """Run a block with ``torch.set_num_threads(threads)``, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def stored_compute_calibration(
+    store: ResultStore, train_set, models, batch_sizes, threads: int, **settings
+) -> list[dict]:
+    """Single-process step times at ``threads`` threads through the store (``stored_step_timing`` records).
+
+    A rank of k DDP processes on c cores gets c/k threads; this measures a single process at exactly that
+    thread count, on the CPU, for every model and batch size (finished records are reused).
+    ``settings`` go to ``stored_step_timing`` (``timed_steps``, ``warmup_steps``, ``seed``…).
+    """
+    settings.setdefault("device", "cpu")
+    with torch_threads(threads):
+        return [
+            stored_step_timing(store, model, train_set, batch_size=batch_size, **settings)
+            for model in models
+            for batch_size in batch_sizes
+        ]
+
+
+def fit_optimizer_seconds_per_parameter(records: list[dict]) -> dict[int, float]:
+    """Median seconds per parameter of the optimizer phase in single-replica DataParallel records, per
+    thread count.
+
+    Adam updates every parameter elementwise (read the gradient and two moments, write three tensors),
+    so its time is close to proportional to the parameter count (chapter 2's phase breakdown: about 4 ns
+    per parameter on both models on a 2-core CPU).
+    """
+    ratios: dict[int, list[float]] = {}
+    for record in records:
+        config = record["config"]
+        if record["kind"] == "dataparallel_timing" and len(config["devices"]) == 1:
+            seconds = record["result"]["phase_seconds"]["optimizer_step"]
+            ratios.setdefault(config["threads"], []).append(
+                seconds / _model_facts(config["model"])["parameters"]
+            )
+    if not ratios:
+        raise ValueError("no single-replica dataparallel_timing records to fit the optimizer step on")
+    return {threads: float(np.median(values)) for threads, values in sorted(ratios.items())}
+
+
+@cache
+def _model_facts(model: str) -> dict:
+    """Parameters, gradient bytes and the gradient bytes of each parameter in backward order."""
+    module = build_model(model)
+    sizes = [p.numel() * p.element_size() for p in module.parameters() if p.requires_grad]
+    return {"module": module, "parameters": parameter_count(module), "gradient_sizes": sizes[::-1]}
+
+
+def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | None = None) -> list[float]:
+    """Bytes of each gradient bucket DDP all-reduces per step, in the order backward fills them.
+
+    DDP (after its first step rebuilds buckets in gradient-ready order, roughly the reverse of the
+    parameter order) adds parameters to a bucket until it holds at least ``bucket_cap_mb`` MiB, then
+    starts the next; a parameter larger than the cap closes its bucket alone. With ``compression``
+    ("fp16"/"bf16") each 4-byte float travels as 2 bytes. This reproduces chapter 3's recorded bucket
+    counts (LinearNet 1 and 2, ConvNet 1 and 3 buckets at 25 and 0.25 MiB).
+    """
+    cap = bucket_cap_mb * MIB
+    buckets, current = [], 0
+    for size in _model_facts(model)["gradient_sizes"]:
+        current += size
+        if current >= cap:
+            buckets.append(current)
+            current = 0
+    if current:
+        buckets.append(current)
+    factor = 0.5 if compression else 1.0
+    return [size * factor for size in buckets]
+
+
+def overlapped_all_reduce_finish(
+    backward_seconds: float, bucket_bytes: list[float], all_reduce_seconds
+) -> float:
+    """When the last bucket's all-reduce ends, counted from the start of backward.
+
+    Bucket j is ready when backward has produced its share of the gradient bytes (gradients assumed to
+    come out at a uniform rate in bytes); its all-reduce starts when it is ready and the previous one has
+    finished (one communication stream): finish_j = max(ready_j, finish_(j−1)) + all_reduce(bytes_j).
+    One bucket: no overlap at all (backward + all-reduce); many small buckets: max(backward, all-reduce)
+    plus the last bucket's tail.
+    """
+    total = sum(bucket_bytes)
+    finish, produced = 0.0, 0.0
+    for size in bucket_bytes:
+        produced += size
+        ready = backward_seconds * produced / total
+        finish = max(ready, finish) + all_reduce_seconds(size)
+    return max(finish, backward_seconds)
+
+
+@dataclass(frozen=True, eq=False)
+class TimeModel:
+    """Calibrated inputs of the step-time model (see ``predict_step``), and where the ranks run.
+
+    compute: ``fit_compute`` output (single-device lines per model and thread count);
+    alpha_seconds, seconds_per_byte: α and β of the all-reduce's messages (chapter 4's fit);
+    copy_seconds_per_byte: seconds per byte of a copy into a fresh buffer on one device (DataParallel's
+    transfers between replicas that share a device); peer_copy_seconds_per_byte: the same from one GPU to
+    another (replicas on separate GPUs), None where fewer than two GPUs were calibrated;
+    optimizer_seconds_per_parameter: the optimizer step's time per parameter, one number or one per
+    thread count (``fit_optimizer_seconds_per_parameter``); cores: cores of the machine;
+    device_type: where the compute was calibrated, "cpu" or "cuda"; devices: the separate compute devices
+    ranks and replicas are spread over (1 on a CPU, whatever its cores; the GPUs used on CUDA);
+    backward_share: backward's share of forward + backward (2/3: backward does about twice the forward's
+    arithmetic; chapter 2 measured 0.70–0.74 on the CPU).
+    """
+
+    compute: pd.DataFrame
+    alpha_seconds: float
+    seconds_per_byte: float
+    copy_seconds_per_byte: float
+    optimizer_seconds_per_parameter: float | dict[int, float]
+    cores: int
+    device_type: str = "cpu"
+    devices: int = 1
+    peer_copy_seconds_per_byte: float | None = None
+    backward_share: float = 2 / 3
+
+    def __post_init__(self) -> None:
+        if self.device_type not in ("cpu", "cuda"):
+            raise ValueError(f"device_type must be 'cpu' or 'cuda', not {self.device_type!r}")
+        if self.device_type == "cpu" and self.devices != 1:
+            raise ValueError("on the CPU every rank shares one machine: devices must be 1")
+        if self.devices > 1 and self.peer_copy_seconds_per_byte is None:
+            raise ValueError(f"{self.devices} devices need a calibrated device-to-device copy speed")
+
+    def ranks_per_device(self, world_size: int) -> int:
+        """How many of ``world_size`` ranks (or replicas) share the busiest device: ⌈k / devices⌉."""
+        return -(-world_size // self.devices)
+
+    def line(self, model: str, threads: int) -> ComputeLine:
+        """The compute line of ``model``: at ``threads`` threads on the CPU; on a GPU the one calibrated
+        line (the GPU computes, the host's threads only launch kernels)."""
+        if self.device_type == "cuda":
+            calibrated = sorted(t for name, t in self.compute.index if name == model)
+            threads = calibrated[-1] if calibrated else threads
+        return compute_line(self.compute, model, threads)
+
+    def optimizer_seconds(self, parameters: int, threads: int) -> float:
+        """The optimizer step of ``parameters`` at ``threads`` threads (nearest calibrated thread count)."""
+        per_parameter = self.optimizer_seconds_per_parameter
+        if isinstance(per_parameter, dict):
+            per_parameter = per_parameter[min(per_parameter, key=lambda t: (abs(t - threads), t))]
+        return parameters * per_parameter
+
+
+METHODS = ("dataparallel", "ddp_no_overlap", "ddp_overlap")
+
+
+def split_step(line: ComputeLine, batch: float, optimizer_seconds: float, backward_share: float) -> dict:
+    """Forward, backward and optimizer seconds of one single-process step at ``batch`` samples.
+
+    The optimizer step is taken out of the line (at most its whole intercept); forward and backward share
+    the rest as (1 − backward_share) : backward_share.
+    """
+    optimizer = min(optimizer_seconds, line.intercept_seconds)
+    passes = line(batch) - optimizer
+    return {
+        "forward": passes * (1 - backward_share),
+        "backward": passes * backward_share,
+        "optimizer": optimizer,
+    }
+
+
+def predict_step(
+    method: str,
+    model: str,
+    global_batch: int,
+    world_size: int,
+    time_model: TimeModel,
+    *,
+    threads: int | None = None,
+    bucket_cap_mb: float = 25,
+    compression: str | None = None,
+) -> dict:
+    """Predicted seconds of one training step, with its compute and communication parts.
+
+    Where the ranks (or replicas) run decides how their compute adds up: on separate devices they
+    compute at the same time; sharing a device (k ranks on one CPU's cores, or more ranks than GPUs)
+    they take turns on it (``TimeModel.ranks_per_device``).
+
+    - ``dataparallel`` (one process, ``world_size`` replicas, ``threads`` = all cores by default).
+      Replicas on separate GPUs: the largest chunk's forward+backward and one optimizer step, c(⌈b/r⌉),
+      and the transfers at the GPU-to-GPU copy speed. Replicas sharing one device: Σ over replicas of
+      forward+backward on its chunk plus one optimizer step; with a line c(b) = a + s·b that is
+      c(b) + (r − 1)·(a − optimizer), every extra replica repeating the fixed weight passes, and the
+      transfers at the same-device copy speed. Bytes: ``dataparallel.bytes_per_step``.
+    - ``ddp_no_overlap``: each rank (threads = cores // world_size, the DDP worker's default) computes a
+      step on global_batch // world_size samples, then all-reduces every bucket in turn
+      (``collectives.model.ring_all_reduce_seconds`` with α, β per bucket). When m ranks share a device,
+      a rank's compute is the larger of two lower bounds: its own line at its threads, c_t(b/k), and the
+      device doing its m ranks' work, c_all(m·b/k) + (m − 1)·a_all (each rank repeats the fixed weight
+      passes and the optimizer step). On a CPU the second wins whenever memory bandwidth, not the core
+      count, limits a step: two 1-thread ranks stream LinearNet's weights and Adam state at the same
+      time through one memory system.
+    - ``ddp_overlap``: forward + ``overlapped_all_reduce_finish`` (bucketed all-reduce running behind
+      backward) + optimizer.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    if global_batch <= 0 or world_size <= 0:
+        raise ValueError("global_batch and world_size must be positive")
+    facts = _model_facts(model)
+    sharing = time_model.ranks_per_device(world_size)
+    if method == "dataparallel":
+        threads = threads or time_model.cores
+        optimizer_seconds = time_model.optimizer_seconds(facts["parameters"], threads)
+        line = time_model.line(model, threads)
+        chunks = chunk_sizes(global_batch, world_size)
+        moved = sum(bytes_per_step(facts["module"], global_batch, world_size).values())
+        if sharing == 1 and len(chunks) > 1:  # one replica per GPU: they compute at the same time
+            compute = line(max(chunks))
+            communication = moved * time_model.peer_copy_seconds_per_byte
+        else:
+            fixed_passes = max(line.intercept_seconds - optimizer_seconds, 0.0)
+            compute = line(global_batch) + (len(chunks) - 1) * fixed_passes
+            communication = moved * time_model.copy_seconds_per_byte
+        return {
+            "method": method, "threads": threads, "per_rank_batch": global_batch / world_size,
+            "compute_seconds": compute, "communication_seconds": communication,
+            "step_seconds": compute + communication,
+        }  # fmt: skip
+    threads = threads or max(1, time_model.cores // world_size)
+    line = time_model.line(model, threads)
+    per_rank_batch = global_batch // world_size
+    if per_rank_batch == 0:
+        raise ValueError(f"global_batch {global_batch} gives no sample to each of {world_size} ranks")
+    compute = line(per_rank_batch)
+    if sharing > 1:
+        whole = time_model.line(model, time_model.cores)
+        together = whole(per_rank_batch * sharing) + (sharing - 1) * whole.intercept_seconds
+        if together > compute:  # the shared device, not the rank's threads, is the limit: scale the line
+            line = ComputeLine(
+                line.intercept_seconds * together / compute, line.seconds_per_sample * together / compute
+            )
+            compute = together
+    buckets = ddp_bucket_bytes(model, bucket_cap_mb, compression)
+
+    def all_reduce(nbytes: float) -> float:
+        return ring_all_reduce_seconds(
+            nbytes, world_size, time_model.alpha_seconds, time_model.seconds_per_byte
+        )
+
+    communication = sum(all_reduce(size) for size in buckets)
+    if method == "ddp_no_overlap":
+        step = compute + communication
+    else:
+        optimizer_seconds = time_model.optimizer_seconds(facts["parameters"], threads)
+        phases = split_step(line, per_rank_batch, optimizer_seconds, time_model.backward_share)
+        finish = overlapped_all_reduce_finish(phases["backward"], buckets, all_reduce)
+        step = phases["forward"] + finish + phases["optimizer"]
+    return {
+        "method": method, "threads": threads, "per_rank_batch": per_rank_batch, "compute_seconds": compute,
+        "communication_seconds": communication, "step_seconds": step,
+    }  # fmt: skip
+
+
+def predict_step_seconds(method: str, model: str, global_batch: int, world_size: int, time_model, **options):
+    """``predict_step(...)["step_seconds"]``."""
+    return predict_step(method, model, global_batch, world_size, time_model, **options)["step_seconds"]
+
+
+def measured_frame(records: list[dict], min_ranks: int = 2) -> pd.DataFrame:
+    """Multi-rank step times to validate on: ``ddp_run`` (chapter 3) and ``dataparallel_timing`` (chapter 2).
+
+    One row per record with at least ``min_ranks`` ranks or replicas. A DDP run's step time is its
+    timed (last) epoch divided by the steps of one epoch (the record's ``steps`` count every epoch);
+    DataParallel's is the record's median step.
+    """
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        if record["kind"] == "ddp_run" and config["world_size"] >= min_ranks:
+            steps_per_epoch = result["steps"] / config["epochs"]
+            rows.append(
+                {
+                    "measurement": record["key"], "kind": "ddp", "model": config["model"],
+                    "ranks": config["world_size"], "global_batch": config["global_batch_size"],
+                    "threads": result["threads_per_rank"], "bucket_cap_mb": config["bucket_cap_mb"],
+                    "compression": config.get("compression"),
+                    "step_seconds": result["epoch_seconds"] / steps_per_epoch,
+                }
+            )  # fmt: skip
+        elif record["kind"] == "dataparallel_timing" and len(config["devices"]) >= min_ranks:
+            rows.append(
+                {
+                    "measurement": record["key"], "kind": "dataparallel", "model": config["model"],
+                    "ranks": len(config["devices"]), "global_batch": config["batch_size"],
+                    "threads": config["threads"], "bucket_cap_mb": None, "compression": None,
+                    "step_seconds": result["step_seconds"],
+                }
+            )  # fmt: skip
+    columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
+               "compression", "step_seconds"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
+    """Predictions for every row of ``measured_frame``, at the threads each measurement really had.
+
+    DataParallel rows get the ``dataparallel`` method, DDP rows both ``ddp_no_overlap`` and ``ddp_overlap``.
+    """
+    rows = []
+    for row in measured.itertuples():
+        methods = ("dataparallel",) if row.kind == "dataparallel" else ("ddp_no_overlap", "ddp_overlap")
+        options = {"threads": int(row.threads)}
+        if row.kind == "ddp":
+            compression = row.compression if isinstance(row.compression, str) else None  # None, not NaN
+            options.update(bucket_cap_mb=row.bucket_cap_mb, compression=compression)
+        for method in methods:
+            parts = predict_step(
+                method, row.model, int(row.global_batch), int(row.ranks), time_model, **options
+            )
+            rows.append(
+                {
+                    "measurement": row.measurement,
+                    "method": method,
+                    "predicted_seconds": parts["step_seconds"],
+                    "predicted_compute_seconds": parts["compute_seconds"],
+                    "predicted_communication_seconds": parts["communication_seconds"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Absolute percentage error of each prediction and the MAPE of its (model, method) group.
+
+    ``predictions``: columns ``measurement``, ``method``, ``predicted_seconds``; ``measured``: columns
+    ``measurement``, ``model``, ``step_seconds``. APE = |predicted − measured| / measured × 100;
+    ``mape_percent`` is the mean APE over the rows of the same model and method.
+    """
+    joined = predictions.merge(measured, on="measurement", how="inner", validate="many_to_one")
+    if len(joined) != len(predictions):
+        raise ValueError("some predictions name a measurement that is not in the measured frame")
+    joined["ape_percent"] = (
+        (joined["predicted_seconds"] - joined["step_seconds"]).abs() / joined["step_seconds"] * 100
+    )
+    joined["mape_percent"] = joined.groupby(["model", "method"])["ape_percent"].transform("mean")
+    return joined
+
+
+def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
+    """Per model and method: the number of measurements, the MAPE and the largest APE (%)."""
+    return (
+        validated.groupby(["model", "method"])["ape_percent"]
+        .agg(points="count", mape_percent="mean", max_ape_percent="max")
+        .reset_index()
+    )
+
+
+def copy_seconds_per_byte(
+    megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None
+) -> dict:
+    """Seconds per byte of one copy from ``device`` into a fresh buffer on ``to`` (default: the same
+    device), as DataParallel's transfers do (``torch.empty(..., device=to).copy_(x)``: allocation and
+    copy); median of ``repeats`` after one warm-up. From one GPU to another this is the peer-to-peer
+    copy (NVLink or PCIe) that DataParallel's scatter, broadcast, gather and reduce use."""
+    to = to or device
+    source = torch.rand(int(megabytes * MIB) // 4, device=device)
+    gpus = [torch.device(d) for d in dict.fromkeys((device, to)) if torch.device(d).type == "cuda"]
+    seconds = []
+    for _ in range(repeats + 1):
+        for gpu in gpus:
+            torch.cuda.synchronize(gpu)
+        started = time.perf_counter()
+        torch.empty_like(source, device=to).copy_(source)
+        for gpu in gpus:
+            torch.cuda.synchronize(gpu)
+        seconds.append(time.perf_counter() - started)
+    nbytes = source.numel() * 4
+    median = float(np.median(seconds[1:]))
+    where = f"on {device}" if to == device else f"from {device} to {to}"
+    method = f"median of {repeats} copies of {nbytes:,} B into a fresh buffer {where}, after 1 warm-up"
+    return {"bytes": nbytes, "seconds": median, "seconds_per_byte": median / nbytes, "method": method}
+
+
+def stored_copy_calibration(
+    store: ResultStore, megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None
+):
+    """``copy_seconds_per_byte`` through the results store."""
+    config = {"kind": "copy_calibration", "megabytes": megabytes, "repeats": repeats, "device": device,
+              "to": to or device, "threads": torch.get_num_threads()}  # fmt: skip
+    return store.measure(config, lambda: copy_seconds_per_byte(megabytes, repeats, device, to))
+
+
+def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
+    """α and β of ``dist.all_reduce`` from chapter 4's ``collective_benchmark`` records (all sizes, all
+    world sizes of two or more ranks); a clear error when chapter 4 has not measured this backend."""
+    frames = [
+        benchmark_frame(record["result"]).assign(
+            backend=record["config"]["backend"], device=record["config"]["device"]
+        )
+        for record in records
+        if record["kind"] == "collective_benchmark"
+    ]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not rows.empty:
+        rows = rows.query("operation == 'all_reduce' and status == 'ok' and world_size > 1")
+        rows = rows.query("backend == @backend and device == @device")
+    if len(rows) < 2:
+        raise ValueError(
+            f"no all_reduce benchmark of {backend} on {device} with two or more ranks among the records; "
+            "run chapter 4 (helpers.collectives.runs.stored_benchmark) first"
+        )
+    return fit_alpha_beta(rows.drop(columns=["operation"]))
+
+
+def _copy_record(records: list[dict], device: str, to: str) -> dict:
+    """The newest copy calibration from ``device`` to ``to``; ValueError naming it when there is none."""
+    found = [
+        r for r in records
+        if r["kind"] == "copy_calibration" and r["config"]["device"] == device
+        and r["config"].get("to", device) == to
+    ]  # fmt: skip
+    if not found:
+        raise ValueError(f"no copy calibration from {device} to {to} among the records")
+    return found[-1]["result"]
+
+
+def time_model_from_records(
+    records: list[dict],
+    models,
+    *,
+    backend: str,
+    timed_steps: int,
+    cores: int,
+    device_type: str = "cpu",
+    devices: int = 1,
+) -> tuple[TimeModel, pd.DataFrame]:
+    """The time model from calibration records of one machine, and a table of its inputs.
+
+    ``records`` are that machine's: single-device ``step_timing`` (on the CPU, or the first GPU), the
+    ``collective_benchmark`` of ``backend``, ``copy_calibration`` on one device (and from the first GPU
+    to the second when ``devices`` > 1) and single-replica ``dataparallel_timing`` for the optimizer.
+    Nothing measured with several ranks or replicas enters. ``devices`` is where ranks spread: 1 on a
+    CPU; the GPUs used on CUDA, so that k ranks on k GPUs compute side by side.
+    """
+    target = "cuda:0" if device_type == "cuda" else "cpu"  # where single-device calibrations ran
+    timings = pd.DataFrame(
+        [
+            {**record["config"], **record["result"]}
+            for record in records
+            if record["kind"] == "step_timing" and record["config"].get("autocast") is None
+            and record["config"]["device"] == target and record["config"]["timed_steps"] == timed_steps
+            and record["config"]["model"] in models
+        ]
+    )  # fmt: skip
+    if timings.empty:
+        raise ValueError(f"no single-device step timings of {list(models)} on {target} among the records")
+    compute = fit_compute(timings)
+    link = all_reduce_alpha_beta(records, backend, device_type)
+    copy = _copy_record(records, target, target)
+    peer = _copy_record(records, "cuda:0", "cuda:1") if devices > 1 else None
+    optimizer = fit_optimizer_seconds_per_parameter(
+        [r for r in records if r["kind"] == "dataparallel_timing" and r["config"]["devices"] == [target]]
+    )
+    model = TimeModel(
+        compute=compute,
+        alpha_seconds=link["alpha_seconds"],
+        seconds_per_byte=link["seconds_per_byte"],
+        copy_seconds_per_byte=copy["seconds_per_byte"],
+        optimizer_seconds_per_parameter=optimizer,
+        cores=cores,
+        device_type=device_type,
+        devices=devices,
+        peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
+    )
+    source = f"chapter 4: dist.all_reduce benchmark, {backend} on {device_type}"
+    inputs = pd.DataFrame(
+        [
+            {"input": "ranks spread over", "value": devices,
+             "from": f"{device_type} device(s), {cores} cores"},
+            {"input": "all-reduce α (µs per message)", "value": link["alpha_seconds"] * 1e6,
+             "from": source},
+            {"input": "all-reduce bandwidth 1/β (GB/s)", "value": 1e-9 / link["seconds_per_byte"],
+             "from": source},
+            {"input": "copy bandwidth, one device (GB/s)", "value": 1e-9 / copy["seconds_per_byte"],
+             "from": "copy benchmark: " + copy["method"]},
+            *([{"input": "copy bandwidth, GPU to GPU (GB/s)", "value": 1e-9 / peer["seconds_per_byte"],
+                "from": "copy benchmark: " + peer["method"]}] if peer else []),
+            *[{"input": f"optimizer ns per parameter, {threads} thread(s)", "value": value * 1e9,
+               "from": "chapter 2: optimizer phase of one replica"} for threads, value in optimizer.items()],
+            *[{"input": f"{name}, {threads} thread(s): step seconds", "value": row.intercept_seconds,
+               "from": f"+ {row.seconds_per_sample * 1e3:.3f} ms per sample; single-device steps, fit MAPE "
+                       f"{row.fit_mape_percent:.1f} %"} for (name, threads), row in compute.iterrows()],
+        ]
+    )  # fmt: skip
+    return model, inputs
+
+
+def calibrate(
+    store: ResultStore,
+    train_set,
+    models,
+    batch_sizes,
+    world_sizes,
+    backend: str = "gloo",
+    device: str = "cpu",
+    timed_steps: int = 3,
+    cores: int | None = None,
+    gpus: int | None = None,
+) -> tuple[TimeModel, pd.DataFrame]:
+    """Measure what the time model lacks through the store, then build it (``time_model_from_records``).
+
+    On the CPU: single-process step times at every thread count a rank gets (cores // k for each k).
+    On CUDA: step times on the first GPU, a copy from GPU 0 to GPU 1 where two or more GPUs may be used
+    (``gpus``, default all visible), and ranks spread over those GPUs. Both: α and β from chapter 4's
+    ``dist.all_reduce`` benchmark (measured here on two ranks if chapter 4 did not run), a same-device
+    copy, and chapter 2's single-replica optimizer phase.
+    """
+    cores = cores or usable_cores()
+    devices = usable_gpus(gpus) if device == "cuda" else 1
+    target = "cuda:0" if device == "cuda" else "cpu"  # where single-device calibrations run
+    thread_counts = (
+        sorted({max(1, cores // k) for k in world_sizes} | {cores}) if device == "cpu" else [cores]
+    )
+    for threads in thread_counts:
+        stored_compute_calibration(
+            store, train_set, models, batch_sizes, threads, timed_steps=timed_steps, device=target
+        )
+    try:
+        all_reduce_alpha_beta(store.records("collective_benchmark"), backend, device)
+    except ValueError:  # chapter 4 did not run into this store: measure the all-reduce alone
+        stored_benchmark(store, 2, backend=backend, device=device, operations=["all_reduce"], chunks=[1])
+    stored_copy_calibration(store, device=target)
+    if devices > 1:
+        stored_copy_calibration(store, device="cuda:0", to="cuda:1")
+    for name in models:  # one replica: chapter 2's phase times, single-device (reused when chapter 2 ran)
+        stored_dataparallel_timing(
+            store, name, train_set, devices=[target], batch_size=max(batch_sizes), timed_steps=timed_steps,
+            seed=0,
+        )  # fmt: skip
+    return time_model_from_records(
+        store.records(), models, backend=backend, timed_steps=timed_steps, cores=cores,
+        device_type=device, devices=devices,
+    )  # fmt: skip

@@ -1,0 +1,124 @@
+"""The rank side of every torchrun worker: threads, device, process group, result files (chapter 3).
+
+Each worker module (``helpers.ddp``, ``helpers.lightning_ddp``, ``helpers.collectives.tasks``) runs in
+one process per rank, started by ``helpers.launch``. This module holds what they share: which cores and
+which GPU a rank takes, the process group with its short timeout (NCCL groups initialised eagerly), the
+atomically written ``rank<r>.json`` and the ``rank<r>.error`` that names a failing rank first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from helpers.hardware import usable_cores
+from helpers.results import write_json_atomically
+
+MAX_TIMEOUT_SECONDS = 120  # every process group times out within 2 minutes
+ALL_RANKS_HERE = "all_ranks_on_this_machine"  # config key set by helpers.launch for simulated nodes
+
+
+def visible_gpus() -> int:
+    """CUDA devices torch can see (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def usable_gpus(gpus: int | None = None) -> int:
+    """The GPUs a launch may use: every visible one, or at most ``gpus`` of them."""
+    visible = visible_gpus()
+    return visible if gpus is None else min(gpus, visible)
+
+
+def ranks_on_this_machine(world_size: int, local_world_size: int, all_ranks_here: bool) -> int:
+    """How many ranks share this machine: all of them when the launch's "nodes" are simulated here."""
+    return world_size if all_ranks_here else local_world_size
+
+
+def gpu_index(rank: int, local_rank: int, gpus: int, all_ranks_here: bool) -> int:
+    """The GPU a rank takes: its number among the ranks of this machine, modulo the usable GPUs.
+
+    On separate machines that number is the local rank. When every "node" of a launch runs on this
+    machine (``helpers.launch`` with ``nodes`` > 1), local ranks repeat from node to node, so the
+    global rank counts instead; otherwise node 1's local rank 0 would take node 0's GPU 0, and NCCL
+    refuses two ranks on one GPU. With at least as many GPUs as ranks (what NCCL needs, and what
+    ``helpers.launch.check_request`` enforces) no two ranks share a GPU; with fewer (Gloo only) the
+    ranks are dealt round-robin, at most one more on any GPU than on another.
+    """
+    if gpus < 1:
+        raise ValueError("no usable GPU to place a rank on")
+    return (rank if all_ranks_here else local_rank) % gpus
+
+
+def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
+    """Inside a worker: this rank's (rank, world_size, device), with its share of the cores as threads.
+
+    The ranks on this machine share its cores equally (``config["threads"]`` overrides). With
+    ``device`` "cuda" the rank takes ``gpu_index``'s GPU of the ``usable_gpus(config["gpus"])``.
+    """
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    here = bool(config.get(ALL_RANKS_HERE))
+    sharing = ranks_on_this_machine(world_size, local_world_size, here)
+    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // sharing))
+    if config["device"] != "cuda":
+        return rank, world_size, torch.device("cpu")
+    device = torch.device("cuda", gpu_index(rank, local_rank, usable_gpus(config.get("gpus")), here))
+    torch.cuda.set_device(device)
+    return rank, world_size, device
+
+
+def group_timeout(config: dict) -> datetime.timedelta:
+    """The process group's timeout: ``config["timeout_seconds"]`` (default 60 s), at most 2 minutes."""
+    return datetime.timedelta(seconds=min(config.get("timeout_seconds", 60), MAX_TIMEOUT_SECONDS))
+
+
+@contextlib.contextmanager
+def process_group(config: dict, device: torch.device):
+    """Join the default process group of ``config["backend"]`` with its short timeout; always leave it.
+
+    NCCL groups are bound to the rank's GPU (``device_id``): the communicator is created at once, by
+    every rank together, and batched send/receive (``dist.batch_isend_irecv``) reuses it instead of
+    creating a two-rank communicator per pair of peers on first use, which blocks until both peers
+    arrive (PyTorch pull request 160342, 2025-08-11, describes the two kinds of communicator).
+    """
+    bound = device if config["backend"] == "nccl" else None
+    dist.init_process_group(config["backend"], timeout=group_timeout(config), device_id=bound)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def write_rank_result(output: Path, rank: int, world_size: int, config: dict, device, result: dict) -> None:
+    """``output/rank<r>.json``, atomically: who wrote it (rank, backend, device, threads), then ``result``."""
+    header = {"rank": rank, "world_size": world_size, "backend": config["backend"], "device": str(device),
+              "threads": torch.get_num_threads()}  # fmt: skip
+    write_json_atomically(output / f"rank{rank}.json", {**header, **result})
+
+
+def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:
+    """The entry point every worker module shares: ``-m MODULE --config CONFIG.json --output DIR``.
+
+    ``run_rank(config, output)`` does the rank's work and writes ``DIR/rank<r>.json``; if it raises,
+    ``DIR/rank<r>.error`` gets the traceback first, so that the launcher can name the rank.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args()
+    try:
+        run_rank(json.loads(args.config.read_text()), args.output)
+    except Exception:
+        rank = os.environ.get("RANK", "?")
+        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
+        raise
+    return 0

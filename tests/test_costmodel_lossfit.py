@@ -1,0 +1,94 @@
+"""helpers.costmodel.lossfit: the Optimus fit recovers known curves and is tested on held-out ends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.costmodel import lossfit
+from helpers.results import ResultStore
+
+# ----- the Optimus loss model ---------------------------------------------------------------------------
+
+BETAS = {"beta0": 0.02, "beta1": 0.5, "beta2": 0.3}
+
+
+def synthetic_curve(noise: float, seed: int = 0, steps: int = 400):
+    k = np.arange(1, steps + 1, dtype=float)
+    loss = lossfit.predict_loss(BETAS, k)
+    return k, loss * (1 + noise * np.random.default_rng(seed).standard_normal(len(k)))
+
+
+def test_loss_fit_recovers_exact_betas():
+    fit = lossfit.fit_loss_curve(*synthetic_curve(noise=0.0))
+    for name, value in BETAS.items():
+        assert fit[name] == pytest.approx(value, rel=1e-4)
+    assert fit["rmse"] < 1e-6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_loss_fit_recovers_betas_from_noisy_curves(seed):
+    fit = lossfit.fit_loss_curve(*synthetic_curve(noise=0.01, seed=seed))
+    assert fit["beta0"] == pytest.approx(BETAS["beta0"], rel=0.05)
+    assert fit["beta1"] == pytest.approx(BETAS["beta1"], rel=0.05)
+    assert fit["beta2"] == pytest.approx(BETAS["beta2"], abs=0.01)
+    assert min(fit["beta0"], fit["beta1"], fit["beta2"]) >= 0
+
+
+def test_steps_to_loss_inverts_predict_loss():
+    for k in (0.0, 10.0, 123.0):
+        assert lossfit.steps_to_loss(BETAS, lossfit.predict_loss(BETAS, k)) == pytest.approx(k)
+    assert lossfit.steps_to_loss(BETAS, 0.3) is None  # the floor β2 is never reached
+    assert lossfit.steps_to_loss(BETAS, 10.0) == 0.0  # above the starting loss: reached at once
+    assert lossfit.steps_to_loss({**BETAS, "beta0": 0.0}, 1.0) is None
+
+
+def test_held_out_prediction_on_a_synthetic_curve():
+    steps, losses = synthetic_curve(noise=0.01, seed=3)
+    target = float(lossfit.predict_loss(BETAS, 300.0))
+    report = lossfit.held_out_prediction(steps, losses, fit_fraction=0.5, target=target)
+    assert report["fitted_up_to_step"] == 200
+    assert report["measured_step"] == pytest.approx(300, abs=25)
+    assert abs(report["relative_error"]) < 0.1
+
+
+def test_held_out_prediction_reports_a_curve_that_never_gets_there():
+    steps, losses = synthetic_curve(noise=0.0)
+    report = lossfit.held_out_prediction(steps, losses, fit_fraction=0.5, target=0.31)
+    assert report["measured_step"] is None and report["error_steps"] is None
+    assert report["predicted_step"] == pytest.approx(1 / 0.01 / 0.02 - 25)
+
+
+def test_smoothed_is_a_centred_mean():
+    assert list(lossfit.smoothed([1, 2, 3, 4, 5], 3)) == [1.5, 2, 3, 4, 4.5]
+
+
+def test_loss_fit_refuses_bad_curves():
+    with pytest.raises(ValueError):
+        lossfit.fit_loss_curve([1, 2], [1.0, 0.9])
+    with pytest.raises(ValueError):
+        lossfit.fit_loss_curve([1, 2, 3], [1.0, 0.0, 0.5])
+
+
+def test_loss_curves_and_their_held_out_predictions(tmp_path):
+    store = ResultStore("curves", root=tmp_path, hardware={"cpu_model": "test"})
+    truth = {"beta0": 0.05, "beta1": 0.5, "beta2": 0.4}
+    steps = np.arange(1, 41)
+    losses = lossfit.predict_loss(truth, steps)
+    history = [{"step": int(k), "batch_loss": float(v)} for k, v in zip(steps, losses, strict=True)]
+    store.measure(
+        {"kind": "stale_training", "model": "ConvNet", "staleness": 0}, lambda: {"history": history}
+    )
+    store.measure(
+        {"kind": "stale_training", "model": "ConvNet", "staleness": 4}, lambda: {"history": history}
+    )
+    short = [{"epoch": 1, "train_loss": 2.0}, {"epoch": 2, "train_loss": 1.5}]
+    store.measure({"kind": "training", "model": "LinearNet"}, lambda: {"history": short})
+    curves = lossfit.loss_curves([store])
+    # the stale curve and the short one are left out
+    assert [c["curve"] for c in curves] == ["ConvNet, chapter 4 synchronous SGD (curves)"]
+    predictions = lossfit.loss_predictions(curves, fit_fraction=0.5, target_at=0.75)
+    row = predictions.iloc[0]
+    assert row["fitted_points"] == 20 and row["measured_step"] == 30
+    assert row["predicted_step"] == pytest.approx(30, abs=1)  # a noiseless curve of the model's own shape
+    assert (row["beta0"], row["beta1"], row["beta2"]) == pytest.approx((0.05, 0.5, 0.4), rel=1e-3)

@@ -1,0 +1,116 @@
+"""helpers.costmodel.money: the seed's arithmetic exactly, Table I, dollars of our runs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from helpers.costmodel import money
+
+# ----- money ------------------------------------------------------------------------------------------
+
+
+def test_exact_reads_decimals_as_typed():
+    assert money.exact("1.46") == Fraction(73, 50)
+    assert money.exact(0.45) == Fraction(9, 20)  # not the binary double nearest to 0.45
+    assert money.exact(8000) == 8000
+    with pytest.raises(ValueError):
+        money.exact(float("nan"))
+
+
+def test_break_even_seed_case_exactly():
+    result = money.break_even(8000, "1.50")
+    assert result.hours == Fraction(16000, 3)  # 5,333 1/3 h
+    assert result.years == Fraction(8, 3)  # 2.666… full-time years of 2,000 h
+    assert money.mixed_number(result.hours) == "5,333 1/3"
+    assert money.decimal_expansion(result.years) == "2.666…"
+
+
+def test_break_even_with_performance_adjustment_exactly():
+    result = money.break_even(8000, "1.50", "-0.3")
+    assert result.effective_price == 5600
+    assert result.hours == Fraction(11200, 3)  # 3,733 1/3 h
+    assert result.years == Fraction(28, 15)  # 1.866… years
+    line = money.describe_break_even(result)
+    assert "$5,600.00" in line and "3,733 1/3 h" in line and "(1.866…) years" in line
+
+
+def test_break_even_table_rounds_what_is_exact():
+    table = money.break_even_table(8000, "1.50")
+    assert list(table["hours_exact"]) == ["5,333 1/3", "3,733 1/3"]
+    assert list(table["hours_rounded"]) == [5333, 3733]
+    assert list(table["years_rounded"]) == [2.67, 1.87]
+
+
+@pytest.mark.parametrize(
+    "arguments", [(0, "1.5"), (8000, 0), (8000, "1.5", -1), (8000, "1.5", 0, 0)], ids=str
+)
+def test_break_even_refuses_impossible_inputs(arguments):
+    with pytest.raises(ValueError):
+        money.break_even(*arguments)
+
+
+def test_number_formats():
+    assert money.decimal_expansion(Fraction(3, 2)) == "1.5"
+    assert money.decimal_expansion(Fraction(16000, 3), 2) == "5,333.33…"
+    assert money.mixed_number(Fraction(-7, 2)) == "-3 1/2"
+    assert money.mixed_number(Fraction(2, 3)) == "2/3"
+    assert money.money(Fraction(3, 2)) == "$1.50"
+
+
+def test_dollars_per_epoch_is_exact():
+    assert money.dollars_per_epoch("87", "0.45") == Fraction(87, 8000)  # $0.010875
+    assert money.dollars_per_epoch(3600, 2) == 2
+
+
+def test_table_one_reproduces_the_seed_exactly():
+    table = money.table_one(as_float=False).set_index("setup")
+    assert list(table["dollars_per_epoch"]) == [Fraction(87, 8000), Fraction(11, 800), Fraction(73, 3750)]
+    assert list(table["speedup"]) == [1, Fraction(87, 55), Fraction(29, 16)]
+    assert list(table["price_ratio"]) == [1, 2, Fraction(146, 45)]
+    assert list(table["delta"]) == [1, Fraction(87, 110), Fraction(1305, 2336)]
+    assert all(table["delta"] * table["cost_per_epoch_ratio"] == 1)  # Δ = 1 / cost-per-epoch ratio
+    floats = money.table_one()
+    assert floats.loc[2, "dollars_per_epoch"] == pytest.approx(0.0194666667)
+
+
+def test_table_one_needs_its_baseline():
+    with pytest.raises(ValueError, match="baseline"):
+        money.table_one(baseline="V100")
+
+
+def test_to_target():
+    cost = money.to_target(10, "87", "0.45")
+    assert cost == {"seconds": 870, "hours": Fraction(29, 120), "dollars": Fraction(87, 800)}
+
+
+# ----- our runs, curves and calibration inputs from the store -------------------------------------------
+
+
+def ddp_record(model: str, world_size: int, epoch_seconds: float, **config) -> dict:
+    return {
+        "kind": "ddp_run", "key": f"{model}{world_size}{config}",
+        "config": {"model": model, "world_size": world_size, "bucket_cap_mb": 25, "compression": None,
+                   **config},
+        "result": {"epoch_seconds": epoch_seconds, "history": [{"epoch": 1, "train_loss": 2.0}]},
+    }  # fmt: skip
+
+
+def test_measured_run_costs_price_each_rank_and_compare_with_one():
+    records = [
+        ddp_record("ConvNet", 1, 36.0), ddp_record("ConvNet", 2, 20.0),
+        ddp_record("ConvNet", 2, 99.0, bucket_cap_mb=1),
+        ddp_record("LinearNet", 2, 5.0),  # no one-rank run to compare with: left out
+    ]  # fmt: skip
+    costs = money.measured_run_costs(records, "3.60", bucket_cap_mb=25)
+    assert costs["setup"].tolist() == ["ConvNet, 1 rank(s)", "ConvNet, 2 rank(s)"]
+    assert costs["ranks"].tolist() == [1, 2]
+    assert costs["dollars_per_epoch"].tolist() == [0.036, 0.04]  # 36 s at $3.60/h; 20 s at $7.20/h
+    assert costs["speedup"].tolist() == [1.0, 1.8] and costs["delta"].tolist() == [1.0, 0.9]
+
+
+def test_epochs_to_accuracy():
+    history = [{"epoch": 1, "test_accuracy": 0.3}, {"epoch": 2, "test_accuracy": 0.61}, {"epoch": 3}]
+    assert money.epochs_to_accuracy(history, 0.6) == 2
+    assert money.epochs_to_accuracy(history, 0.9) is None

@@ -1,0 +1,381 @@
+"""helpers.costmodel.timemodel: calibration, the step-time formulas, validation."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from helpers.collectives.model import ring_all_reduce_seconds
+from helpers.costmodel import timemodel
+from helpers.dataparallel import bytes_per_step
+from helpers.models import build_model, parameter_bytes, parameter_count
+from helpers.results import ResultStore
+
+# ----- compute calibration ------------------------------------------------------------------------------
+
+
+def test_fit_line_recovers_a_line_and_stays_non_negative():
+    line, mape = timemodel.fit_line([10, 20, 50], [0.2, 0.3, 0.6])
+    assert line.intercept_seconds == pytest.approx(0.1)
+    assert line.seconds_per_sample == pytest.approx(0.01)
+    assert mape == pytest.approx(0, abs=1e-9)
+    falling, _ = timemodel.fit_line([10, 20], [0.3, 0.2])  # a falling line would need a negative slope
+    assert falling.seconds_per_sample == 0
+
+
+def test_fit_compute_groups_by_model_and_threads():
+    frame = pd.DataFrame(
+        {
+            "model": ["A", "A", "A", "A"],
+            "threads": [1, 1, 2, 2],
+            "batch_size": [10, 20, 10, 20],
+            "step_seconds": [0.2, 0.3, 0.1, 0.15],
+        }
+    )
+    fits = timemodel.fit_compute(frame)
+    assert timemodel.compute_line(fits, "A", 1)(30) == pytest.approx(0.4)
+    assert timemodel.compute_line(fits, "A", 2)(30) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="stored_compute_calibration"):
+        timemodel.compute_line(fits, "A", 4)
+
+
+def test_stored_compute_calibration_measures_at_the_asked_threads(tmp_path):
+    store = ResultStore("calibration", root=tmp_path, hardware={"machine": "test"})
+    samples = TensorDataset(torch.randn(8, 1, 12000), torch.randint(0, 10, (8,)))
+    before = torch.get_num_threads()
+    records = timemodel.stored_compute_calibration(
+        store, samples, ["LinearNet"], [2, 4], threads=1, timed_steps=1, warmup_steps=0
+    )
+    assert torch.get_num_threads() == before
+    assert [(r["config"]["threads"], r["config"]["batch_size"]) for r in records] == [(1, 2), (1, 4)]
+    assert set(timemodel.fit_compute(store.frame("step_timing")).index) == {("LinearNet", 1)}
+
+
+def test_optimizer_seconds_per_parameter_from_single_replica_records():
+    records = [
+        {
+            "kind": "dataparallel_timing",
+            "config": {"model": "ConvNet", "devices": ["cpu"], "threads": 2},
+            "result": {"phase_seconds": {"optimizer_step": 376200e-9}},
+        },
+        {
+            "kind": "dataparallel_timing",
+            "config": {"model": "ConvNet", "devices": ["cpu"], "threads": 1},
+            "result": {"phase_seconds": {"optimizer_step": 376200e-8}},
+        },
+        {
+            "kind": "dataparallel_timing",
+            "config": {"model": "ConvNet", "devices": ["cpu", "cpu"], "threads": 2},
+            "result": {"phase_seconds": {"optimizer_step": 1.0}},
+        },
+    ]
+    fitted = timemodel.fit_optimizer_seconds_per_parameter(records)
+    assert fitted == pytest.approx({1: 1e-8, 2: 1e-9})
+    time_model = synthetic_time_model(optimizer_seconds_per_parameter=fitted)
+    assert time_model.optimizer_seconds(100, threads=4) == pytest.approx(1e-7)  # nearest: 2 threads
+
+
+# ----- communication and the step-time formulas ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "cap", "buckets"),
+    [("LinearNet", 25, 1), ("LinearNet", 0.25, 2), ("ConvNet", 25, 1), ("ConvNet", 0.25, 3)],
+)
+def test_bucket_counts_match_chapter_three(model, cap, buckets):
+    sizes = timemodel.ddp_bucket_bytes(model, cap)
+    assert len(sizes) == buckets
+    assert sum(sizes) == parameter_bytes(build_model(model))
+    assert sum(timemodel.ddp_bucket_bytes(model, cap, "bf16")) == sum(sizes) / 2
+
+
+def test_overlap_of_buckets_with_backward():
+    fast = timemodel.overlapped_all_reduce_finish(1.0, [1, 1, 1, 1], lambda n: 0.1 * n)
+    assert fast == pytest.approx(1.1)  # hidden behind backward except the last bucket
+    slow = timemodel.overlapped_all_reduce_finish(1.0, [1, 1, 1, 1], lambda n: 1.0 * n)
+    assert slow == pytest.approx(4.25)  # the first starts at 0.25, then they queue
+    single = timemodel.overlapped_all_reduce_finish(1.0, [4], lambda n: 0.5 * n)
+    assert single == pytest.approx(3.0)  # one bucket: no overlap
+
+
+def synthetic_time_model(**changes) -> timemodel.TimeModel:
+    compute = pd.DataFrame(
+        {
+            "model": ["ConvNet"] * 2,
+            "threads": [1, 2],
+            "intercept_seconds": [0.2, 0.1],
+            "seconds_per_sample": [0.02, 0.01],
+        }
+    ).set_index(["model", "threads"])
+    settings = {
+        "compute": compute,
+        "alpha_seconds": 1e-3,
+        "seconds_per_byte": 1e-9,
+        "copy_seconds_per_byte": 2e-10,
+        "optimizer_seconds_per_parameter": 1e-7,  # 0.03762 s for ConvNet's 376,200 parameters
+        "cores": 2,
+    }
+    return timemodel.TimeModel(**{**settings, **changes})
+
+
+def test_dataparallel_step_formula():
+    time_model = synthetic_time_model()
+    parts = timemodel.predict_step("dataparallel", "ConvNet", 10, 4, time_model)
+    optimizer = parameter_count(build_model("ConvNet")) * 1e-7
+    assert parts["compute_seconds"] == pytest.approx(0.1 + 0.01 * 10 + 3 * (0.1 - optimizer))  # 4 chunks
+    moved = sum(bytes_per_step(build_model("ConvNet"), 10, 4).values())
+    assert parts["communication_seconds"] == pytest.approx(moved * 2e-10)
+    assert parts["step_seconds"] == pytest.approx(parts["compute_seconds"] + parts["communication_seconds"])
+
+
+def test_ddp_step_formulas():
+    time_model = synthetic_time_model()
+    buckets = timemodel.ddp_bucket_bytes("ConvNet", 0.25)
+    all_reduce = sum(ring_all_reduce_seconds(b, 2, 1e-3, 1e-9) for b in buckets)
+    plain = timemodel.predict_step("ddp_no_overlap", "ConvNet", 50, 2, time_model, bucket_cap_mb=0.25)
+    assert plain["threads"] == 1 and plain["per_rank_batch"] == 25
+    assert plain["step_seconds"] == pytest.approx(0.2 + 0.02 * 25 + all_reduce)
+    overlapped = timemodel.predict_step("ddp_overlap", "ConvNet", 50, 2, time_model, bucket_cap_mb=0.25)
+    optimizer = parameter_count(build_model("ConvNet")) * 1e-7
+    passes = 0.2 + 0.02 * 25 - optimizer
+    finish = timemodel.overlapped_all_reduce_finish(
+        passes * 2 / 3, buckets, lambda n: ring_all_reduce_seconds(n, 2, 1e-3, 1e-9)
+    )
+    assert overlapped["step_seconds"] == pytest.approx(passes / 3 + finish + optimizer)
+    assert overlapped["step_seconds"] < plain["step_seconds"]
+    one = timemodel.predict_step("ddp_overlap", "ConvNet", 50, 1, synthetic_time_model(cores=1))
+    assert one["step_seconds"] == pytest.approx(0.2 + 0.02 * 50)  # one rank: nothing to all-reduce
+
+
+def test_ranks_sharing_cores_cannot_beat_the_whole_machine():
+    # The 2-thread line makes two ranks' work together cost 0.3 + 0.01·50 + 0.3 = 1.1 s, more than
+    # one rank alone at 1 thread (0.2 + 0.02·25 = 0.7 s): the shared machine is the limit.
+    compute = pd.DataFrame(
+        {
+            "model": ["ConvNet"] * 2,
+            "threads": [1, 2],
+            "intercept_seconds": [0.2, 0.3],
+            "seconds_per_sample": [0.02, 0.01],
+        }
+    ).set_index(["model", "threads"])
+    shared = synthetic_time_model(compute=compute, alpha_seconds=0.0, seconds_per_byte=0.0)
+    assert timemodel.predict_step_seconds("ddp_no_overlap", "ConvNet", 50, 2, shared) == pytest.approx(1.1)
+    overlapped = timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 50, 2, shared)
+    assert overlapped == pytest.approx(1.1)  # free communication: the split does not change the sum
+    # Two ranks on two GPUs do not share a device: each computes on its own (the one GPU line).
+    gpu_line = compute.loc[[("ConvNet", 1)]]
+    apart = synthetic_time_model(
+        compute=gpu_line, alpha_seconds=0.0, seconds_per_byte=0.0, device_type="cuda", devices=2,
+        peer_copy_seconds_per_byte=1e-10,
+    )  # fmt: skip
+    assert timemodel.predict_step_seconds("ddp_no_overlap", "ConvNet", 50, 2, apart) == pytest.approx(0.7)
+    # Four ranks on those two GPUs: two share each, and each GPU does two ranks' work.
+    assert timemodel.predict_step_seconds("ddp_no_overlap", "ConvNet", 100, 4, apart) == pytest.approx(
+        0.2 + 0.02 * 50 + 0.2
+    )
+
+
+def test_a_time_model_knows_where_its_ranks_run():
+    with pytest.raises(ValueError, match="devices must be 1"):
+        synthetic_time_model(devices=2, peer_copy_seconds_per_byte=1e-10)
+    with pytest.raises(ValueError, match="device-to-device copy"):
+        synthetic_time_model(device_type="cuda", devices=4)
+    with pytest.raises(ValueError, match="device_type"):
+        synthetic_time_model(device_type="tpu")
+    gpus = synthetic_time_model(device_type="cuda", devices=4, peer_copy_seconds_per_byte=1e-10)
+    assert [gpus.ranks_per_device(k) for k in (1, 2, 4, 5, 8)] == [1, 1, 1, 2, 2]
+    assert [synthetic_time_model().ranks_per_device(k) for k in (1, 2, 4)] == [1, 2, 4]
+
+
+def test_dataparallel_replicas_on_separate_gpus_compute_side_by_side():
+    compute = pd.DataFrame(
+        {"model": ["ConvNet"], "threads": [2], "intercept_seconds": [0.1], "seconds_per_sample": [0.01]}
+    ).set_index(["model", "threads"])
+    gpus = synthetic_time_model(
+        compute=compute, device_type="cuda", devices=4, peer_copy_seconds_per_byte=1e-10
+    )
+    parts = timemodel.predict_step("dataparallel", "ConvNet", 10, 4, gpus)  # chunks 3, 3, 3, 1
+    assert parts["compute_seconds"] == pytest.approx(0.1 + 0.01 * 3)
+    moved = sum(bytes_per_step(build_model("ConvNet"), 10, 4).values())
+    assert parts["communication_seconds"] == pytest.approx(moved * 1e-10)
+    one_gpu = synthetic_time_model(compute=compute, device_type="cuda")
+    shared = timemodel.predict_step("dataparallel", "ConvNet", 10, 4, one_gpu)
+    optimizer = parameter_count(build_model("ConvNet")) * 1e-7
+    assert shared["compute_seconds"] == pytest.approx(0.1 + 0.01 * 10 + 3 * (0.1 - optimizer))
+    assert shared["communication_seconds"] == pytest.approx(moved * 2e-10)
+
+
+def test_predict_step_refuses_what_it_cannot_predict():
+    with pytest.raises(ValueError, match="method"):
+        timemodel.predict_step("zero", "ConvNet", 50, 2, synthetic_time_model())
+    with pytest.raises(ValueError, match="no sample"):
+        timemodel.predict_step("ddp_overlap", "ConvNet", 1, 2, synthetic_time_model())
+    with pytest.raises(ValueError, match="calibration"):
+        timemodel.predict_step("ddp_overlap", "ConvNet", 50, 2, synthetic_time_model(cores=8))
+
+
+# ----- validation ----------------------------------------------------------------------------------------
+
+
+def test_validate_mape_arithmetic():
+    measured = pd.DataFrame(
+        {
+            "measurement": ["a", "b", "c", "d"],
+            "model": ["M", "M", "M", "N"],
+            "step_seconds": [1.0, 2.0, 4.0, 0.5],
+        }
+    )
+    predictions = pd.DataFrame(
+        {
+            "measurement": ["a", "b", "c", "d", "d"],
+            "method": ["x", "x", "x", "x", "y"],
+            "predicted_seconds": [1.1, 1.8, 4.0, 0.75, 0.5],
+        }
+    )
+    validated = timemodel.validate(predictions, measured)
+    assert list(validated["ape_percent"].round(9)) == [10, 10, 0, 50, 0]
+    summary = timemodel.validation_summary(validated).set_index(["model", "method"])
+    assert summary.loc[("M", "x"), "mape_percent"] == pytest.approx(20 / 3)
+    assert summary.loc[("M", "x"), "max_ape_percent"] == pytest.approx(10)
+    assert summary.loc[("N", "x"), "mape_percent"] == pytest.approx(50)
+    assert summary.loc[("N", "y"), "points"] == 1
+    with pytest.raises(ValueError, match="measurement"):
+        timemodel.validate(
+            pd.DataFrame({"measurement": ["z"], "method": ["x"], "predicted_seconds": [1.0]}), measured
+        )
+
+
+def test_measured_frame_turns_records_into_step_times():
+    records = [
+        {
+            "key": "k1",
+            "kind": "ddp_run",
+            "config": {
+                "model": "M",
+                "world_size": 2,
+                "global_batch_size": 50,
+                "epochs": 2,
+                "bucket_cap_mb": 25,
+            },
+            "result": {"epoch_seconds": 1.6, "steps": 16, "threads_per_rank": 1},
+        },
+        {
+            "key": "k2",
+            "kind": "dataparallel_timing",
+            "config": {"model": "M", "devices": ["cpu", "cpu"], "batch_size": 20, "threads": 2},
+            "result": {"step_seconds": 0.3},
+        },
+        {
+            "key": "k3",
+            "kind": "ddp_run",
+            "config": {
+                "model": "M",
+                "world_size": 1,
+                "global_batch_size": 50,
+                "epochs": 2,
+                "bucket_cap_mb": 25,
+            },
+            "result": {"epoch_seconds": 1.0, "steps": 16, "threads_per_rank": 2},
+        },
+    ]
+    frame = timemodel.measured_frame(records).set_index("measurement")
+    assert list(frame.index) == ["k1", "k2"]  # one rank is not a multi-rank measurement
+    assert frame.loc["k1", "step_seconds"] == pytest.approx(0.2)  # 1.6 s over 8 steps of one epoch
+    assert frame.loc["k2", "step_seconds"] == 0.3
+    assert len(timemodel.measured_frame(records, min_ranks=1)) == 3
+
+
+def test_alpha_beta_must_come_from_chapter_four(tmp_path):
+    store = ResultStore("empty", root=tmp_path, hardware={"cpu_model": "test"})
+    with pytest.raises(ValueError, match="no all_reduce benchmark of gloo on cpu"):
+        timemodel.all_reduce_alpha_beta(store.records())
+    rows = [
+        {"operation": "all_reduce", "status": "ok", "world_size": 2, "bytes": n, "label": "x",
+         "collective": "all_reduce",
+         "seconds": ring_all_reduce_seconds(n, 2, 1e-4, 2e-9), "algbw_bytes_per_second": 1.0,
+         "busbw_bytes_per_second": 1.0}
+        for n in (1024, 2**20, 2**24)
+    ]  # fmt: skip
+    store.measure(
+        {"kind": "collective_benchmark", "backend": "gloo", "device": "cpu"}, lambda: {"rows": rows}
+    )
+    fit = timemodel.all_reduce_alpha_beta(store.records())
+    assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
+
+
+def test_copy_benchmark_reports_its_method():
+    copy = timemodel.copy_seconds_per_byte(megabytes=1, repeats=3)
+    assert copy["bytes"] == 2**20 and copy["seconds_per_byte"] == copy["seconds"] / 2**20
+    assert copy["method"].startswith("median of 3 copies of 1,048,576 B")
+
+
+def test_peer_copy_benchmark_names_both_ends():
+    copy = timemodel.copy_seconds_per_byte(megabytes=1, repeats=2, device="cpu", to="cpu")
+    assert copy["method"] == "median of 2 copies of 1,048,576 B into a fresh buffer on cpu, after 1 warm-up"
+
+
+# ----- calibration records of a 4-GPU machine, made up ----------------------------------------------------
+
+GPU_MACHINE = {"cpu_model": "test", "usable_cores": 16, "gpus": [{"name": "test GPU"}] * 4}
+
+
+def four_gpu_records(alpha: float = 10e-6, bandwidth: float = 100e9) -> list[dict]:
+    """What ``calibrate`` stores on a 4-GPU machine: compute-dominated ConvNet steps on cuda:0 (a fixed
+    2 ms plus 0.5 ms per sample), NCCL's all-reduce, copies on one GPU and between two, and the
+    single-replica optimizer phase."""
+    records = [
+        {"kind": "step_timing", "config": {"model": "ConvNet", "threads": 16, "batch_size": batch,
+                                           "device": "cuda:0", "timed_steps": 5, "autocast": None},
+         "result": {"step_seconds": 2e-3 + 5e-4 * batch}}
+        for batch in (10, 20, 50, 100)
+    ]  # fmt: skip
+    rows = [
+        {"operation": "all_reduce", "status": "ok", "world_size": k, "bytes": n, "label": "x",
+         "collective": "all_reduce", "seconds": ring_all_reduce_seconds(n, k, alpha, 1 / bandwidth),
+         "algbw_bytes_per_second": 1.0, "busbw_bytes_per_second": 1.0}
+        for k in (2, 4) for n in (2**10, 2**20, 2**26)
+    ]  # fmt: skip
+    records.append({"kind": "collective_benchmark", "config": {"backend": "nccl", "device": "cuda"},
+                    "result": {"rows": rows}})  # fmt: skip
+    for to, seconds_per_byte in (("cuda:0", 1 / 1e12), ("cuda:1", 1 / 200e9)):
+        config = {"device": "cuda:0", "to": to}
+        result = {"seconds_per_byte": seconds_per_byte, "method": f"copy to {to}"}
+        records.append({"kind": "copy_calibration", "config": config, "result": result})
+    records.append({"kind": "dataparallel_timing", "config": {"model": "ConvNet", "devices": ["cuda:0"],
+                    "threads": 16}, "result": {"phase_seconds": {"optimizer_step": 1e-4}}})  # fmt: skip
+    return records
+
+
+def test_ranks_on_separate_gpus_speed_up_where_compute_dominates():
+    records = four_gpu_records()
+    on_gpus, inputs = timemodel.time_model_from_records(
+        records, ["ConvNet"], backend="nccl", timed_steps=5, cores=16, device_type="cuda", devices=4
+    )
+    assert (on_gpus.devices, on_gpus.device_type) == (4, "cuda")
+    assert on_gpus.peer_copy_seconds_per_byte == pytest.approx(1 / 200e9)
+    assert "copy bandwidth, GPU to GPU (GB/s)" in set(inputs["input"])
+    one = timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 400, 1, on_gpus)
+    four = timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 400, 4, on_gpus)
+    assert one == pytest.approx(2e-3 + 5e-4 * 400)
+    assert one / four > 3.5  # 0.202 s against 0.052 s plus a 1.5 MB all-reduce at 100 GB/s
+    dataparallel_four = timemodel.predict_step_seconds("dataparallel", "ConvNet", 400, 4, on_gpus)
+    assert one / dataparallel_four > 2  # replicas side by side; copies at GPU-to-GPU speed
+    # The same records read as if the four ranks shared one device: no speed-up is possible.
+    shared, _ = timemodel.time_model_from_records(
+        records, ["ConvNet"], backend="nccl", timed_steps=5, cores=16, device_type="cuda", devices=1
+    )
+    assert timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 400, 4, shared) >= one
+
+
+def test_calibration_records_must_be_complete():
+    records = [r for r in four_gpu_records() if r["kind"] != "copy_calibration"]
+    with pytest.raises(ValueError, match="no copy calibration from cuda:0 to cuda:0"):
+        timemodel.time_model_from_records(
+            records, ["ConvNet"], backend="nccl", timed_steps=5, cores=16, device_type="cuda", devices=4
+        )
+    with pytest.raises(ValueError, match="no all_reduce benchmark of gloo on cuda"):
+        timemodel.time_model_from_records(
+            four_gpu_records(), ["ConvNet"], backend="gloo", timed_steps=5, cores=16, device_type="cuda"
+        )
