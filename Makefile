@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 PROFILE ?= auto
 STUDY_ARGS ?=
 
-.PHONY: setup study book test lint clean-book
+.PHONY: setup gpu-check study book test lint clean-book
 
 setup: $(VENV)/.installed
 
@@ -13,6 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m pip install --upgrade pip
 	$(PYTHON) -m pip install -e ".[dev,lightning]"
 	touch $@
+
+gpu-check: setup  ## every GPU path once, at a tiny size (minutes); exits 1 if one fails, 0 without GPUs
+	$(PYTHON) -m helpers.gpu_check
 
 study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (auto: gpu if CUDA, else cpu)
 	$(PYTHON) -m helpers.study --profile $(PROFILE) $(STUDY_ARGS)

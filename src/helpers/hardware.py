@@ -8,9 +8,22 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 
+import pandas as pd
 import torch
+
+# nvidia-smi topo -m's legend: how the path between two GPUs runs, from the closest to the farthest
+TOPOLOGY_LEGEND = {
+    "NV#": "a bonded set of # NVLinks",
+    "PIX": "at most a single PCIe bridge",
+    "PXB": "multiple PCIe bridges, without the PCIe host bridge",
+    "PHB": "PCIe and a PCIe host bridge (typically the CPU)",
+    "NODE": "PCIe and the interconnect between PCIe host bridges within a NUMA node",
+    "SYS": "PCIe and the SMP interconnect between NUMA nodes (e.g. QPI/UPI)",
+}
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _run(command: list[str]) -> str | None:
@@ -118,3 +131,50 @@ def peer_access() -> list[dict]:
         for b in range(count)
         if a != b
     ]
+
+
+def parse_topology(text: str) -> pd.DataFrame:
+    """Every GPU pair (a < b) of an ``nvidia-smi topo -m`` matrix: its link code, NVLink count, meaning.
+
+    The GPU columns are the header's leading ``GPU<n>`` names; each ``GPU<n>`` row's first cells are its
+    links to them (``X`` for itself). Tabs or spaces both separate cells; terminal colour codes are
+    dropped. A matrix without GPU rows, or with a code outside the legend, is refused.
+    """
+    lines = [ANSI_ESCAPE.sub("", line).split() for line in text.splitlines()]
+    start = next((index for index, cells in enumerate(lines) if "GPU0" in cells), None)
+    if start is None:
+        raise ValueError("not an nvidia-smi topo -m matrix: no header naming GPU0")
+    gpus = [name for name in lines[start] if re.fullmatch(r"GPU\d+", name)]
+    rows = {
+        int(cells[0][3:]): cells[1 : 1 + len(gpus)]
+        for cells in lines[start + 1 :]
+        if cells[:1] and cells[0] in gpus
+    }
+    if len(rows) != len(gpus):
+        raise ValueError(f"the matrix names {len(gpus)} GPUs in its header but has {len(rows)} GPU rows")
+    pairs = []
+    for a in range(len(gpus)):
+        for b in range(a + 1, len(gpus)):
+            code = rows[a][b]
+            nvlinks = int(code[2:]) if re.fullmatch(r"NV\d+", code) else 0
+            key = "NV#" if nvlinks else code
+            if key not in TOPOLOGY_LEGEND:
+                raise ValueError(f"unknown link {code!r} between GPU{a} and GPU{b}")
+            meaning = TOPOLOGY_LEGEND[key].replace("#", str(nvlinks))
+            pairs.append({"gpu_a": a, "gpu_b": b, "link": code, "nvlinks": nvlinks, "meaning": meaning})
+    return pd.DataFrame(pairs, columns=["gpu_a", "gpu_b", "link", "nvlinks", "meaning"])
+
+
+def describe_topology(pairs: pd.DataFrame) -> str:
+    """One sentence on a parsed matrix: how every pair is linked, and the farthest path a ring must cross."""
+    if pairs.empty:
+        return "one GPU: no path between GPUs"
+    links = pairs["link"].value_counts()
+    order = [key for key in TOPOLOGY_LEGEND if key != "NV#"]
+    farthest = max(pairs["link"], key=lambda code: -1 if code.startswith("NV") else order.index(code))
+    gpus = pairs["gpu_b"].max() + 1
+    if len(links) == 1:
+        return f"{gpus} GPUs, every pair {farthest}: {pairs['meaning'].iloc[0]}"
+    counted = ", ".join(f"{count} pair(s) {code}" for code, count in links.items())
+    meaning = pairs.loc[pairs["link"] == farthest, "meaning"].iloc[0]
+    return f"{gpus} GPUs: {counted}; the farthest pairs are {farthest}: {meaning}"
