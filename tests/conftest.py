@@ -39,6 +39,7 @@ def fsdd(recordings, tmp_path_factory):
 
 WORKER_MODULES = (
     "torch.distributed.run", "helpers.ddp", "helpers.lightning_ddp", "helpers.collectives.tasks",
+    "helpers.sharding.tasks",
 )  # fmt: skip
 
 

@@ -102,3 +102,21 @@ def test_navigation_reaches_every_page(browser, served):
     reached = {link.split("#")[0].removeprefix(f"{served}/") for link in links}
     missing = [page for page in toc_pages()[1:] if page not in reached]
     assert not missing, f"not linked from the navigation: {missing}"
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith("book/chapters/")])
+def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, page):
+    browser.get(f"{served}/{page}")
+    shown_code = browser.execute_script(
+        "return [...document.querySelectorAll('article .cell_input pre')].map(p => p.innerText)"
+    )
+    setup = [code for code in shown_code if "chapter.start(" in code or code.lstrip().startswith("import ")]
+    assert not setup, f"set-up code shown to readers: {setup[0][:200]}"
+    assert not [code for code in shown_code if "parameters" in code and "papermill" in code.lower()]
+    overflowing = browser.execute_script(
+        "return [...document.querySelectorAll('article pre, article table, article img')]"
+        ".filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right >"
+        " document.querySelector('article').getBoundingClientRect().right + 1)"
+        ".map(e => e.tagName + ': ' + e.innerText.slice(0, 80))"
+    )
+    assert not overflowing, f"runs off the page: {overflowing[:3]}"

@@ -171,3 +171,10 @@ def test_damaged_download_leaves_nothing_behind(recordings, tmp_path):
 def test_unreachable_download_says_how_to_get_the_data(tmp_path):
     with pytest.raises(DatasetError, match="Could not download.*FSDD_DIR"):
         data.download_fsdd(tmp_path / "fsdd", url=(tmp_path / "absent.tar.gz").as_uri())
+
+
+def test_lengths_and_epoch_bytes(fsdd):
+    lengths = data.length_summary(fsdd.to_frame())
+    assert lengths["longer than 12,000 samples (cropped)"] == 2 and lengths["shortest"] < lengths["median"]
+    table = data.epoch_bytes_table({"seed": 2000})
+    assert table.loc["seed", "bytes"] == 96_000_000 and table.loc["seed", "MiB"] == 91.55

@@ -6,16 +6,36 @@ import pytest
 from helpers.study import notebooks_dir
 
 NOTEBOOKS = sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
+HIDDEN = {"remove-input", "hide-input", "remove-cell", "hide-cell"}
+PAGE_WIDTH = 96  # characters of code the book's column shows without scrolling
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_parameterised_executed_and_clean(path):
     notebook = nbformat.read(path, as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    tags = [cell.metadata.get("tags", []) for cell in code]
+    tags = [set(cell.metadata.get("tags", [])) for cell in code]
     assert "parameters" in tags[0], "the first code cell must be papermill's parameters cell"
     assert notebook.metadata["kernelspec"]["name"] == "python3"
     assert all(cell.execution_count for cell in code), "committed with the outputs of its defaults"
     assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
-    assert any("NBVAL_CHECK_OUTPUT" in cell.source for cell in code), "exact cells are nbval-checked"
+    assert any("nbval-check-output" in t for t in tags), "exact cells are nbval-checked"
     assert "def " not in "".join(cell.source for cell in code), "logic belongs in src/helpers"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_chapter_reads_like_a_book(path):
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    setup = code[1]
+    assert "chapter.start(globals())" in setup.source and "remove-input" in setup.metadata["tags"]
+    for cell in code[2:]:
+        hidden = HIDDEN & set(cell.metadata.get("tags", []))
+        assert hidden or "import " not in cell.source, f"set-up code shown to readers:\n{cell.source[:200]}"
+        assert "NBVAL" not in cell.source, "nbval markers are tags, not comments readers would see"
+        if not hidden:
+            wide = [line for line in cell.source.splitlines() if len(line) > PAGE_WIDTH]
+            assert not wide, f"code runs off the page: {wide[0]}"
+    prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    assert prose.startswith("# ") and "**What this chapter answers.**" in prose
+    assert "## Takeaways" in prose and "**Try it on your hardware:** {glue:text}`rerun`" in prose

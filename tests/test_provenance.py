@@ -42,8 +42,22 @@ def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
     nbformat.write(executed, tmp_path / "book" / "chapters" / "01_a.ipynb")
     page = provenance.write_provenance_page().read_text()
     identifier = short_hash(HARDWARE)
-    assert "| 01_a | `gpu` | 2026-11-22T03:00:00+00:00 | 321.5 s | 1x NVIDIA H200 (140 GiB)" in page
+    assert "| 01_a | `gpu` | 2026-11-22T03:00:00+00:00 | 321.5 s | — | 1x NVIDIA H200 (140 GiB)" in page
     assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page
     assert "| 02_b | not executed yet |" in page
+    edition = (tmp_path / "book" / "edition.md").read_text()
+    assert edition.startswith("```{note}\n**This edition was measured on** 1x NVIDIA H200 (140 GiB)")
+    assert "NCCL runs one rank (it refuses two ranks on one GPU)" in edition
     assert "| driver | 580.1 |" in page and "| NCCL (torch build) | 2.28.9 |" in page
     assert "```text\n\tGPU0\nGPU0\t X \n```" in page
+
+
+def test_the_edition_says_what_a_cpu_can_and_cannot_show():
+    text = provenance.can_and_cannot({**HARDWARE, "gpus": [], "usable_cores": 2})
+    assert "shares the same 2 cores" in text and "no speed-up from more devices can appear" in text
+    four = {**HARDWARE, "gpus": HARDWARE["gpus"] * 4, "gpu_topology": (
+        "\tGPU0\tGPU1\tGPU2\tGPU3\nGPU0\t X \tNV4\tNV4\tNV4\nGPU1\tNV4\t X \tNV4\tNV4\n"
+        "GPU2\tNV4\tNV4\t X \tNV4\nGPU3\tNV4\tNV4\tNV4\t X \n")}  # fmt: skip
+    assert provenance.can_and_cannot(four).startswith(
+        "With 4 GPUs, every pair NV4: a bonded set of 4 NVLinks"
+    )

@@ -3,8 +3,10 @@
 import json
 
 import pytest
+import torch
+from torch.utils.data import TensorDataset
 
-from helpers import results
+from helpers import dependencies, results, train
 
 HARDWARE = {"cpu_model": "test CPU", "usable_cores": 2, "gpus": []}
 
@@ -38,7 +40,7 @@ def test_other_hardware_measures_again(store, tmp_path):
     other = results.ResultStore("test-run", root=tmp_path, hardware={**HARDWARE, "usable_cores": 4})
     assert other.get({"kind": "demo"}) is None
     assert other.measure({"kind": "demo"}, lambda: {"value": 2})["result"] == {"value": 2}
-    assert len(other.records("demo")) == 2
+    assert len(other.records("demo")) == 1 and len(other.records("demo", all_machines=True)) == 2
 
 
 def test_failed_measurement_leaves_no_record(store):
@@ -88,3 +90,52 @@ def test_frame_is_tidy(store):
     frame = store.frame("demo").sort_values("batch_size")
     assert frame["batch_size"].tolist() == [10, 20] and frame["seconds"].tolist() == [1.0, 2.0]
     assert "all" not in frame.columns and (frame["provenance_id"] == store.provenance_id).all()
+
+
+def test_records_of_other_machines_and_code_are_kept_but_not_shown_or_reused(tmp_path):
+    old = results.ResultStore("run", root=tmp_path, hardware=HARDWARE, code="old code")
+    old.measure({"kind": "demo"}, lambda: {"value": 1})
+    new = results.ResultStore("run", root=tmp_path, hardware=HARDWARE, code="new code")
+    assert new.get({"kind": "demo"}) is None and new.records() == []
+    assert new.measure({"kind": "demo"}, lambda: {"value": 2})["result"] == {"value": 2}
+    elsewhere = results.ResultStore(
+        "run", root=tmp_path, hardware={**HARDWARE, "cpu_model": "x"}, code="new code"
+    )
+    assert elsewhere.records() == []
+    assert sorted(r["result"]["value"] for r in elsewhere.records(all_machines=True)) == [1, 2]
+    assert new.records("demo")[0]["code_version"] == "new code"
+
+
+def test_an_unreadable_record_is_set_aside_and_measured_again(store):
+    store.measure({"kind": "demo"}, lambda: {"value": 1})
+    path = store.path({"kind": "demo"})
+    path.write_text('{"kind": "demo", "result": {"val')  # cut off mid-write by a full disk
+    with pytest.warns(UserWarning, match="unreadable record .* moved to"):
+        assert store.records() == []
+    assert (path.parent / "unreadable" / path.name).exists() and not path.exists()
+    assert store.measure({"kind": "demo"}, lambda: {"value": 2})["result"] == {"value": 2}
+
+
+def test_reading_writes_nothing(tmp_path):
+    store = results.ResultStore("readonly", root=tmp_path, hardware=HARDWARE)
+    store.records()
+    assert not (store.folder / "provenance").exists()  # a reader leaves no trace of its machine
+
+
+def test_the_ledger_counts_what_each_measurement_did(store, tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger"
+    monkeypatch.setenv(results.LEDGER_VARIABLE, str(ledger))
+    store.measure({"kind": "demo"}, lambda: {"value": 1})
+    store.measure({"kind": "demo"}, lambda: {"value": 1})
+    assert ledger.read_text() == "measured demo\nreused demo\n"
+
+
+def test_a_record_carries_the_version_of_the_code_that_measured_it(tmp_path):
+    store = results.ResultStore("modules", root=tmp_path, hardware=HARDWARE)
+    record = train.stored_step_timing(
+        store, "LinearNet", TensorDataset(torch.zeros(4, 1, 12_000), torch.zeros(4, dtype=torch.long)),
+        batch_size=2, timed_steps=1, device="cpu",
+    )  # fmt: skip
+    assert record["module"] == "helpers.train"
+    assert record["code_version"] == dependencies.module_version("helpers.train")
+    assert store.records() == [record]

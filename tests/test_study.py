@@ -11,7 +11,7 @@ import nbformat
 import psutil
 import pytest
 
-from helpers import study
+from helpers import hardware, study
 from helpers.results import ResultStore
 
 
@@ -164,3 +164,44 @@ def test_fingerprint_follows_notebook_parameters_and_read_records(project):
     assert reader.fingerprint() == before
     store.measure({"kind": "training"}, lambda: {"seconds": 1})
     assert reader.fingerprint() != before
+
+
+def test_another_machine_or_changed_helpers_make_a_chapter_stale(project, monkeypatch):
+    study.run("smoke")
+    chapter = study.plan("smoke")[0]
+    assert chapter.is_current()
+    other = {**hardware.fingerprint(), "cpu_model": "another CPU"}
+    monkeypatch.setattr(study, "fingerprint", lambda: other)
+    assert not chapter.is_current()  # executed on the original hardware: not current on this one
+    assert study.run("smoke")["status"].tolist() == ["finished"]  # so it really reruns
+    assert chapter.is_current()
+    monkeypatch.setattr(study, "code_version", lambda modules: "a fixed helper")
+    assert not chapter.is_current()
+
+
+def test_parameters_are_read_with_the_python_parser(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('a, b = 1, 2\nwidth: int = 3\n(c) = [4]\nx = y = "z"  # two names\n')
+    cell.metadata["tags"] = ["parameters"]
+    notebook.cells = [cell]
+    nbformat.write(notebook, tmp_path / "n.ipynb")
+    assert study.declared_parameters(tmp_path / "n.ipynb") == {"a", "b", "width", "c", "x", "y"}
+
+
+def test_the_estimate_comes_from_the_last_fresh_run(project):
+    study.run("smoke")  # this chapter stores nothing: a fresh run
+    durations = study.read_durations("smoke")[study.machine_id()]["01_tiny"]
+    assert durations["fresh"] == durations["last"] and durations["last"]["reused"] == 0
+    ledger = project / "ledger"
+    ledger.write_text("reused step_timing\nmeasured training\n")
+    study.record_duration("smoke", "01_tiny", 999.0, ledger)  # a resumed run: reused a record
+    seconds, fresh = study.estimate_seconds("smoke", ["01_tiny"])
+    assert fresh and seconds == durations["fresh"]["seconds"]  # not the resumed run's 999 s
+    assert study.estimate_seconds("smoke", ["02_never_ran"]) == (None, False)
+
+
+def test_the_injected_parameters_are_folded_away_in_the_book(project):
+    study.run("smoke")
+    executed = nbformat.read(project / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    tagged = [cell.metadata.get("tags", []) for cell in executed.cells]
+    assert ["parameters", "hide-cell"] in tagged and ["injected-parameters", "hide-cell"] in tagged

@@ -17,6 +17,7 @@ import re
 import tarfile
 import tempfile
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,6 +244,32 @@ class FSDD:
         )
 
 
+def length_summary(clips: pd.DataFrame) -> dict:
+    """Shortest, median and longest recording in samples, how many exceed the cut, and the mean padding."""
+    samples = clips["samples"]
+    return {
+        "shortest": int(samples.min()),
+        "median": int(samples.median()),
+        "longest": int(samples.max()),
+        f"longer than {CLIP_SAMPLES:,} samples (cropped)": int((samples > CLIP_SAMPLES).sum()),
+        "mean padding per clip (samples of silence)": round(
+            float((CLIP_SAMPLES - samples).clip(lower=0).mean())
+        ),
+    }
+
+
+def epoch_bytes_table(epochs: dict[str, int]) -> pd.DataFrame:
+    """Bytes of one epoch of float32 clips, for each ``{label: clips}``, in bytes, MB (10⁶) and MiB (2²⁰)."""
+    clip_bytes = CLIP_SAMPLES * 4
+    return pd.DataFrame(
+        [
+            {"epoch": label, "clips": clips, "bytes per clip": clip_bytes, "bytes": clips * clip_bytes,
+             "MB": round(clips * clip_bytes / 1e6, 1), "MiB": round(clips * clip_bytes / 2**20, 2)}
+            for label, clips in epochs.items()
+        ]
+    ).set_index("epoch")  # fmt: skip
+
+
 def take(dataset: TensorDataset, samples: int | None, seed: int = 0) -> TensorDataset:
     """A seeded random subset of ``samples`` items (all of them when None), for quick smoke runs.
 
@@ -289,11 +316,23 @@ def decode_recordings(folder: Path) -> dict:
 def load_fsdd(
     path: str | os.PathLike | None = None, *, cache_dir: Path | None = None, download: bool = True
 ) -> FSDD:
-    """The whole dataset, from the cache when it matches the manifest, else decoded and cached."""
+    """The whole dataset, from the cache when it matches the manifest, else decoded and cached.
+
+    A cache file that cannot be read is moved aside (``<name>.unreadable``) with a warning naming it,
+    and the recordings are decoded again.
+    """
     cache = cache_path(cache_dir)
+    content = None
     if cache.exists():
-        content = torch.load(cache, weights_only=True)
-    else:
+        try:
+            content = torch.load(cache, weights_only=True)
+        except Exception as error:  # truncated or foreign file: any failure to load it
+            aside = cache.with_name(cache.name + ".unreadable")
+            os.replace(cache, aside)
+            warnings.warn(
+                f"unreadable cache {cache} ({error}) moved to {aside}; decoding again", stacklevel=2
+            )
+    if content is None:
         content = decode_recordings(resolve_recordings(path, download=download))
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_suffix(f".{os.getpid()}.tmp")

@@ -47,6 +47,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def bf16_units(device: str = "cpu") -> str:
+    """Whether ``device`` computes bfloat16 natively: GPUs from compute capability 8.0 (tensor cores),
+    CPUs with AVX512-BF16 or AMX; elsewhere bf16 arithmetic is converted to float32 and back."""
+    if str(device).startswith("cuda"):
+        major, _ = torch.cuda.get_device_capability(torch.device(device))
+        return "this GPU has bf16 tensor cores" if major >= 8 else "this GPU has no bf16 tensor cores"
+    flags = set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = {flag for line in cpuinfo if line.startswith("flags") for flag in line.split()[2:]}
+    native = bool(flags & {"avx512_bf16", "amx_bf16"})
+    return (
+        "this CPU has bf16 units (AVX512-BF16 or AMX)"
+        if native
+        else ("this CPU has no bf16 units, so bf16 is converted to float32 and back around each operation")
+    )
+
+
 def memory_bytes() -> int | None:
     """Total physical memory in bytes."""
     try:

@@ -1,8 +1,9 @@
 """Where the book's numbers came from: chapter banners and the generated provenance page.
 
 The study runner stores, in each executed chapter's metadata, the profile, the finishing time, the
-duration and the hardware fingerprint of the machine that ran it. ``python -m helpers.provenance``
-turns that into ``book/provenance.md``; ``make book`` runs it before building.
+duration and the hardware fingerprint of the machine that ran it, and keeps each chapter's last fresh
+duration per machine. ``python -m helpers.provenance`` turns that into ``book/provenance.md`` and the
+intro's edition note ``book/edition.md``; ``make book`` runs it before building.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
-from helpers.hardware import describe
-from helpers.paths import project_root
-from helpers.results import ResultStore, short_hash
+from helpers.hardware import describe, describe_topology, parse_topology
+from helpers.paths import project_root, results_dir
+from helpers.results import ResultStore, read_json, short_hash
 
 
 def banner(store: ResultStore) -> Markdown:
@@ -66,21 +67,73 @@ def hardware_section(identifier: str, hardware: dict) -> list[str]:
     return lines
 
 
+def fresh_seconds(profile: str, identifier: str, chapter: str) -> str:
+    """The chapter's last fresh duration on that machine (no record reused), or an em dash."""
+    path = results_dir() / profile / "durations.json"
+    durations = (read_json(path) or {}) if path.exists() else {}
+    fresh = durations.get(identifier, {}).get(chapter, {}).get("fresh")
+    return f"{fresh['seconds']} s" if fresh else "—"
+
+
+def can_and_cannot(hardware: dict) -> str:
+    """What measurements on this hardware can show about multi-GPU training, and what they cannot."""
+    gpus = len(hardware.get("gpus", []))
+    cores = hardware["usable_cores"]
+    if gpus == 0:
+        return (
+            f"With no GPU, every rank and replica shares the same {cores} cores and one memory system: the "
+            "book shows the mechanics of data parallelism exactly (the bytes moved, the collectives' "
+            "results, what a rank does and when it waits) and what they cost on this machine, but no "
+            "speed-up from more devices can appear, NCCL does not run, and every GPU figure is a "
+            "prediction (chapter 5)."
+        )
+    if gpus == 1:
+        return (
+            "With one GPU, single-device and Gloo measurements run on it and NCCL runs one rank (it refuses "
+            "two ranks on one GPU); several ranks share the GPU, so they show the mechanics and their "
+            "overhead, not a speed-up: multi-GPU figures are predictions (chapter 5)."
+        )
+    topology = hardware.get("gpu_topology")
+    links = describe_topology(parse_topology(topology)) if topology else f"{gpus} GPUs"
+    return f"With {links}, the multi-device chapters measure real speed-ups on these links."
+
+
+def edition_note() -> str:
+    """The intro's first screen: on what hardware this edition was measured, and what that can show."""
+    machines = {}
+    for path in toc_chapters():
+        if path.exists():
+            hardware = nbformat.read(path, as_version=4).metadata.get("study", {}).get("hardware")
+            if hardware:
+                machines[short_hash(hardware)] = hardware
+    if not machines:
+        return "```{note}\nNo chapter of this edition has been executed yet.\n```\n"
+    lines = ["```{note}", "**This edition was measured on** "
+             + "; ".join(f"{describe(h)} (`{i}`)" for i, h in machines.items()) + "."]  # fmt: skip
+    lines += ["", *[can_and_cannot(h) for h in machines.values()], "",
+              "The [provenance page](provenance.md) names every machine in full; "
+              "[Reproduce the study](reproduce.md) gets you the same book with your hardware's numbers.",
+              "```", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
 def provenance_page() -> str:
     """The Markdown of ``book/provenance.md``, from the executed chapters' metadata."""
     rows, machines = [], {}
     for path in toc_chapters():
         if not path.exists():
-            rows.append(f"| {path.stem} | not executed yet | | | |")
+            rows.append(f"| {path.stem} | not executed yet | | | | |")
             continue
         study = nbformat.read(path, as_version=4).metadata.get("study", {})
         hardware = study.get("hardware")
         identifier = short_hash(hardware) if hardware else "unknown"
         if hardware:
             machines[identifier] = hardware
+        profile = study.get("profile", "?")
         rows.append(
-            f"| {path.stem} | `{study.get('profile', '?')}` | {study.get('finished_at', '?')} | "
-            f"{study.get('seconds', '?')} s | {describe(hardware) if hardware else '?'} (`{identifier}`) |"
+            f"| {path.stem} | `{profile}` | {study.get('finished_at', '?')} | "
+            f"{study.get('seconds', '?')} s | {fresh_seconds(profile, identifier, path.stem)} | "
+            f"{describe(hardware) if hardware else '?'} (`{identifier}`) |"
         )
     lines = [
         "# Provenance",
@@ -92,8 +145,11 @@ def provenance_page() -> str:
         "",
         "## Chapters",
         "",
-        "| chapter | profile | finished (UTC) | duration | machine |",
-        "| --- | --- | --- | --- | --- |",
+        "*duration* is the executed notebook's own run, which reuses finished records; *fresh* is the last",
+        "run on that machine that measured everything anew (what a first run on such a machine costs).",
+        "",
+        "| chapter | profile | finished (UTC) | duration | fresh | machine |",
+        "| --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
         "## Machines",
@@ -106,13 +162,18 @@ def provenance_page() -> str:
     return "\n".join(lines)
 
 
-def write_provenance_page(path: Path | None = None) -> Path:
-    """Write ``book/provenance.md`` (only when its content changed, to keep rebuilds quiet)."""
-    path = path or project_root() / "book" / "provenance.md"
-    content = provenance_page()
+def write_if_changed(path: Path, content: str) -> Path:
+    """Write ``content`` to ``path`` only when it differs, to keep rebuilds quiet."""
     if not path.exists() or path.read_text() != content:
         path.write_text(content)
     return path
+
+
+def write_provenance_page(path: Path | None = None) -> Path:
+    """Write ``book/provenance.md`` and the intro's ``book/edition.md`` beside it."""
+    path = path or project_root() / "book" / "provenance.md"
+    write_if_changed(path.with_name("edition.md"), edition_note())
+    return write_if_changed(path, provenance_page())
 
 
 def main() -> int:

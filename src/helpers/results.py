@@ -6,8 +6,13 @@ Layout of a run folder ``data/results/<run>/``::
     provenance/<id>.json        hardware fingerprint of the machine that measured, and when it was first seen
     records/<key>.json          one measurement: config, result, provenance id, time of measurement
 
-A record's key hashes its configuration together with the provenance id, so the same configuration
-measured on other hardware is a new record, while a rerun on the same machine reuses the finished one.
+A record's key hashes its configuration together with the provenance id and the code version of the
+module that measured it (a digest of its source and of every helper module it imports:
+``helpers.dependencies``), so the same configuration measured on other hardware, or by changed code, is
+a new record, while a rerun on the same machine with the same code reuses the finished one. Records of other
+machines and code versions are kept, and ``records`` leaves them out unless asked: a chapter shows the
+measurements of the machine that runs it. A record that cannot be read is set aside under
+``records/unreadable/`` with a warning naming it, and measured again.
 Introduced in chapter 1; every later chapter stores its measurements here.
 """
 
@@ -18,13 +23,17 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from helpers.dependencies import module_version
 from helpers.hardware import fingerprint
 from helpers.paths import results_dir
+
+LEDGER_VARIABLE = "STUDY_LEDGER"  # a file the study runner names: each measure() appends what it did there
 
 SCHEMA_VERSION = 1
 
@@ -60,6 +69,19 @@ def write_json_atomically(path: Path, value) -> None:
         partial.unlink(missing_ok=True)
 
 
+def read_json(path: Path) -> dict | None:
+    """The JSON of ``path``; an unreadable file is moved to ``unreadable/`` beside it, with a warning."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        aside = path.parent / "unreadable" / path.name
+        aside.parent.mkdir(exist_ok=True)
+        os.replace(path, aside)
+        warnings.warn(f"unreadable record {path} ({error}) moved to {aside}; it will be measured again",
+                      stacklevel=2)  # fmt: skip
+        return None
+
+
 def now() -> str:
     """The current UTC time in ISO 8601, to the second."""
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -68,13 +90,23 @@ def now() -> str:
 class ResultStore:
     """The records of one study run; ``measure`` returns a finished record or measures and stores it."""
 
-    def __init__(self, run: str, root: Path | None = None, hardware: dict | None = None) -> None:
+    def __init__(
+        self, run: str, root: Path | None = None, hardware: dict | None = None, code: str | None = None
+    ) -> None:
         if not run or "/" in run or run.startswith("."):
             raise ValueError(f"run name must be a plain folder name, not {run!r}")
         self.folder = Path(root or results_dir()) / run
         self._check_version()
         self.hardware = hardware or fingerprint()
         self.provenance_id = short_hash(self.hardware)
+        self.fixed_code = code  # tests pin a code version; otherwise each measuring module's own
+
+    def code_version(self, module: str | None) -> str:
+        """The code version a record measured by ``module`` gets (and must still have to be reused)."""
+        return self.fixed_code or module_version(module)
+
+    def _write_provenance(self) -> None:
+        """``provenance/<id>.json``: written with this machine's first record, not by merely reading."""
         provenance = self.folder / "provenance" / f"{self.provenance_id}.json"
         if not provenance.exists():
             write_json_atomically(
@@ -96,18 +128,25 @@ class ResultStore:
         else:
             write_json_atomically(marker, {"schema_version": SCHEMA_VERSION, "created": now()})
 
-    def key(self, config: dict) -> str:
-        """Record key: hash of the configuration and the provenance id."""
-        return short_hash({"config": config, "provenance_id": self.provenance_id})
+    def key(self, config: dict, module: str | None = None) -> str:
+        """Record key: hash of the configuration, the provenance id and the measuring code's version."""
+        version = self.code_version(module)
+        return short_hash({"config": config, "provenance_id": self.provenance_id, "code_version": version})
 
-    def path(self, config: dict) -> Path:
-        """Where the record of ``config`` lives."""
-        return self.folder / "records" / f"{self.key(config)}.json"
+    def path(self, config: dict, module: str | None = None) -> Path:
+        """Where the record of ``config``, measured by ``module``, lives."""
+        return self.folder / "records" / f"{self.key(config, module)}.json"
 
-    def get(self, config: dict) -> dict | None:
-        """The finished record of ``config`` on this hardware, or None."""
-        path = self.path(config)
-        return json.loads(path.read_text()) if path.exists() else None
+    def get(self, config: dict, module: str | None = None) -> dict | None:
+        """The finished record of ``config`` on this hardware, measured by ``module``'s current code."""
+        path = self.path(config, module)
+        return read_json(path) if path.exists() else None
+
+    def _log(self, event: str, config: dict) -> None:
+        """Append "measured" or "reused" to the study runner's ledger, when it named one."""
+        if ledger := os.environ.get(LEDGER_VARIABLE):
+            with open(ledger, "a") as handle:
+                handle.write(f"{event} {config['kind']}\n")
 
     def measure(self, config: dict, function: Callable[[], dict]) -> dict:
         """The record of ``config``: reused when finished, else ``function()`` is run and its result stored.
@@ -118,27 +157,41 @@ class ResultStore:
         if "kind" not in config:
             raise ValueError("a measurement config needs a 'kind'")
         canonical_json(config)  # refuse unserialisable configs before any work
-        if record := self.get(config):
+        module = getattr(function, "__module__", None)
+        if record := self.get(config, module):
+            self._log("reused", config)
             return record
         started = time.perf_counter()
         result = function()
         record = {
             "schema_version": SCHEMA_VERSION,
-            "key": self.key(config),
+            "key": self.key(config, module),
             "kind": config["kind"],
             "config": config,
             "result": result,
             "provenance_id": self.provenance_id,
+            "module": module,
+            "code_version": self.code_version(module),
             "measured_at": now(),
             "wall_seconds": time.perf_counter() - started,
         }
-        write_json_atomically(self.path(config), record)
+        self._write_provenance()
+        write_json_atomically(self.path(config, module), record)
+        self._log("measured", config)
         return record
 
-    def records(self, kind: str | None = None) -> list[dict]:
-        """Every finished record of this run (any hardware), optionally of one kind, oldest first."""
-        found = [json.loads(p.read_text()) for p in (self.folder / "records").glob("*.json")]
-        found = [r for r in found if kind is None or r["kind"] == kind]
+    def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:
+        """Finished records of this run, optionally of one kind, oldest first: this machine's, measured
+        by the current code of their module, unless ``all_machines`` (every machine and code version,
+        for comparisons)."""
+        found = [read_json(p) for p in sorted((self.folder / "records").glob("*.json"))]
+        found = [r for r in found if r and (kind is None or r["kind"] == kind)]
+        if not all_machines:
+            found = [
+                r for r in found
+                if r["provenance_id"] == self.provenance_id
+                and r.get("code_version") == self.code_version(r.get("module"))
+            ]  # fmt: skip
         return sorted(found, key=lambda r: (r["measured_at"], r["key"]))
 
     def frame(self, kind: str) -> pd.DataFrame:

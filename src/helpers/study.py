@@ -4,26 +4,30 @@
 own defaults), ``cpu`` (the whole study on a CPU-only machine) and ``gpu`` (the seed's experiment on the
 visible GPUs); ``auto`` picks ``gpu`` when CUDA devices are visible, else ``cpu``.
 
-Resuming: a chapter whose notebook, parameters and input records are unchanged since its executed copy
-was written is skipped, and every measurement is reused through ``helpers.results``, so a rerun after an
-interruption only measures what is missing. Safety: each chapter runs papermill in a child process with
-a wall-clock limit; on timeout, failure, Ctrl-C or SIGTERM the child and its kernel are stopped, and the
-executed notebook is renamed into place only when it finished. One lock per checkout keeps two studies
-from writing the same files.
+Resuming: a chapter whose notebook, parameters, input records, code (``src/helpers``) and machine are
+unchanged since its executed copy was written is skipped, and every measurement is reused through
+``helpers.results``, so a rerun after an interruption only measures what is missing, while a rerun on
+other hardware or with a fixed helper measures afresh. Safety: each chapter runs papermill in a child
+process with a wall-clock limit; on timeout, failure, Ctrl-C or SIGTERM the child and its kernel are
+stopped, and the executed notebook is renamed into place only when it finished. One lock per checkout
+keeps two studies from writing the same files. Time: each chapter's duration is kept per machine in
+``data/results/<profile>/durations.json`` with the number of records it measured and reused; the
+estimate of the time left comes from the last run that reused nothing (a fresh measurement).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import fcntl
 import hashlib
-import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +36,21 @@ import nbformat
 import pandas as pd
 import yaml
 
+from helpers.dependencies import code_version, imported_helpers
 from helpers.hardware import fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.processes import stop_process_tree
 from helpers.provenance import write_provenance_page
-from helpers.results import ResultsError, ResultStore, canonical_json, now
+from helpers.results import (
+    LEDGER_VARIABLE,
+    ResultsError,
+    ResultStore,
+    canonical_json,
+    now,
+    read_json,
+    short_hash,
+    write_json_atomically,
+)
 
 PROFILES = ("smoke", "cpu", "gpu")
 DEFAULT_TIME_LIMIT_MINUTES = 60
@@ -57,14 +71,25 @@ def chapters_dir() -> Path:
 
 
 def records_digest(run: str, kinds: list[str]) -> str:
-    """Hash of the records of the given kinds in ``data/results/<run>/`` (what a chapter reads)."""
+    """Hash of this machine's records of the given kinds in ``data/results/<run>/`` (what a chapter reads)."""
     digest = hashlib.sha256()
-    folder = results_dir() / run / "records"
-    for path in sorted(folder.glob("*.json")) if kinds else []:
-        content = path.read_bytes()
-        if json.loads(content)["kind"] in kinds:
-            digest.update(path.name.encode() + content)
+    if kinds and (results_dir() / run).exists():
+        for record in ResultStore(run).records():
+            if record["kind"] in kinds:
+                digest.update(f"{record['key']} {record['measured_at']}".encode())
     return digest.hexdigest()[:16]
+
+
+def notebook_helpers(source: Path) -> frozenset[str]:
+    """The helper modules a notebook's code cells import (their closure is what it runs)."""
+    notebook = nbformat.read(source, as_version=4)
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    return frozenset(imported_helpers(code)) or frozenset({"helpers"})
+
+
+def machine_id() -> str:
+    """The provenance id of this machine (the hash of its hardware fingerprint)."""
+    return short_hash(fingerprint())
 
 
 @dataclass(frozen=True)
@@ -79,10 +104,12 @@ class Chapter:
     time_limit_seconds: float = DEFAULT_TIME_LIMIT_MINUTES * 60
 
     def fingerprint(self) -> str:
-        """Hash of the notebook, its parameters and the records it reads: equal means still current."""
+        """Hash of the notebook, its parameters, the records it reads, the helpers' code and this machine:
+        equal means the executed copy is still current here."""
         digest = hashlib.sha256(self.source.read_bytes())
         digest.update(canonical_json(self.parameters).encode())
         digest.update(records_digest(self.parameters.get("results_run", ""), self.reads).encode())
+        digest.update(f"{code_version(notebook_helpers(self.source))} {machine_id()}".encode())
         return digest.hexdigest()[:16]
 
     def executed(self) -> dict:
@@ -116,11 +143,63 @@ def resolve_profile(name: str) -> str:
 
 
 def declared_parameters(source: Path) -> set[str]:
-    """Names assigned in a notebook's ``parameters`` cell."""
+    """Names a notebook's ``parameters`` cell assigns: plain, tuple (``a, b = …``) and annotated names."""
     notebook = nbformat.read(source, as_version=4)
     cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-    lines = [line for line in cell.source.splitlines() if "=" in line and line[:1].isalpha()]
-    return {line.split("=")[0].strip() for line in lines}
+    names = set()
+    for statement in ast.parse(cell.source).body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else (
+            [statement.target] if isinstance(statement, ast.AnnAssign) else []
+        )  # fmt: skip
+        for target in targets:
+            names |= {node.id for node in ast.walk(target) if isinstance(node, ast.Name)}
+    return names
+
+
+def durations_path(profile: str) -> Path:
+    """``data/results/<profile>/durations.json``: each chapter's last runs per machine."""
+    return results_dir() / profile / "durations.json"
+
+
+def read_durations(profile: str) -> dict:
+    """Per machine id, per chapter: the last run and the last fresh run (seconds, records measured/reused)."""
+    path = durations_path(profile)
+    return (read_json(path) or {}) if path.exists() else {}
+
+
+def record_duration(profile: str, chapter: str, seconds: float, ledger: Path) -> dict:
+    """Keep this run of ``chapter`` in the durations file: as its last run and, when it reused no record
+    (``ledger`` lists what each measurement did), as its last fresh one."""
+    events = ledger.read_text().split() if ledger.exists() else []
+    run = {
+        "seconds": round(seconds, 1),
+        "measured": events.count("measured"),
+        "reused": events.count("reused"),
+        "finished_at": now(),
+    }
+    durations = read_durations(profile)
+    entry = durations.setdefault(machine_id(), {}).setdefault(chapter, {})
+    entry["last"] = run
+    if run["reused"] == 0:
+        entry["fresh"] = run
+    write_json_atomically(durations_path(profile), durations)
+    return run
+
+
+def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, bool]:
+    """Seconds the ``chapters`` took when last measured fresh on this machine, and whether every one of
+    them has such a run (otherwise the last runs' durations fill in, and the estimate is a lower bound)."""
+    known = read_durations(profile).get(machine_id(), {})
+    total, fresh = 0.0, True
+    for name in chapters:
+        runs = known.get(name, {})
+        if "fresh" in runs:
+            total += runs["fresh"]["seconds"]
+        elif "last" in runs:
+            total, fresh = total + runs["last"]["seconds"], False
+        else:
+            return None, False
+    return total, fresh
 
 
 def plan(
@@ -163,11 +242,24 @@ def plan(
     return chapters
 
 
+HIDDEN_CELLS = {"parameters": "hide-cell", "injected-parameters": "hide-cell"}  # folded, not gone
+
+
+def hide_setup(notebook: nbformat.NotebookNode) -> None:
+    """Tag the parameters and papermill's injected parameters so that the book folds them away."""
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        for tag, hidden in HIDDEN_CELLS.items():
+            if tag in tags and hidden not in tags:
+                tags.append(hidden)
+
+
 def execute(chapter: Chapter, profile: str) -> float:
     """Run one chapter with papermill in a child process; returns its seconds.
 
     The executed notebook is written beside the output and renamed into place only if it finished.
-    A failed run's notebook is kept as ``<name>.failed.ipynb`` to read the traceback.
+    A failed run's notebook is kept as ``<name>.failed.ipynb`` to read the traceback. Every record the
+    chapter measures or reuses is counted (``results.LEDGER_VARIABLE``) into the durations file.
     """
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial = chapter.output.with_name(f".{chapter.name}.{os.getpid()}.partial.ipynb")
@@ -178,7 +270,10 @@ def execute(chapter: Chapter, profile: str) -> float:
         "--parameters_yaml", yaml.safe_dump(chapter.parameters),
     ]  # fmt: skip
     started = time.perf_counter()
-    process = subprocess.Popen(command, start_new_session=True)
+    ledger = Path(tempfile.mkstemp(prefix=f"ledger-{chapter.name}-")[1])
+    process = subprocess.Popen(
+        command, start_new_session=True, env={**os.environ, LEDGER_VARIABLE: str(ledger)}
+    )
     try:
         try:
             returncode = process.wait(timeout=chapter.time_limit_seconds)
@@ -195,7 +290,9 @@ def execute(chapter: Chapter, profile: str) -> float:
             if partial.exists():
                 os.replace(partial, failed)
             raise StudyError(f"{chapter.name} failed (papermill exit {returncode}); see {failed}")
+        record_duration(profile, chapter.name, seconds, ledger)
         notebook = nbformat.read(partial, as_version=4)
+        hide_setup(notebook)
         notebook.metadata["study"] = {
             "profile": profile,
             "parameters": chapter.parameters,
@@ -211,6 +308,7 @@ def execute(chapter: Chapter, profile: str) -> float:
         return seconds
     finally:
         partial.unlink(missing_ok=True)
+        ledger.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -269,12 +367,12 @@ def run(
     try:
         with study_lock():
             for number, chapter in enumerate(chapters, 1):
-                remaining = [c.executed().get("seconds") for c in chapters[number - 1 :]]
-                eta = None if None in remaining else sum(remaining)
+                to_run = [c.name for c in chapters[number - 1 :] if force or not c.is_current()]
+                eta, fresh = estimate_seconds(profile, to_run)
+                basis = "last fresh runs here" if fresh else "last runs here, some reused records: at least"
                 print(
                     f"[{number}/{len(chapters)}] {chapter.name} · profile {profile} · elapsed "
-                    f"{format_eta(time.perf_counter() - started)} · remaining ~{format_eta(eta)} "
-                    f"(last run's durations)",
+                    f"{format_eta(time.perf_counter() - started)} · remaining ~{format_eta(eta)} ({basis})",
                     flush=True,
                 )
                 if not force and chapter.is_current():

@@ -1,0 +1,140 @@
+"""What every chapter notebook does first, in a cell the book hides: check the parameters, open the
+chapter's results store, set the figures' style and say on what hardware the chapter was measured.
+
+``store, machine = chapter.start(globals())`` right after the parameters cell: the parameters are the
+notebook's plain-data globals at that point (papermill's injected values included), and each must pass
+its rule below; a parameter without a rule is refused too, so that no setting goes unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from IPython.display import display
+
+from helpers import plotting
+from helpers.costmodel.gpus import GPUS
+from helpers.costmodel.money import exact
+from helpers.hardware import describe
+from helpers.models import MODELS
+from helpers.provenance import banner
+from helpers.results import ResultStore
+from helpers.sharding.memory import STAGES
+
+PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _list_of(test: Callable, allow_empty: bool = False) -> Callable:
+    return lambda value: isinstance(value, list) and (allow_empty or bool(value)) and all(map(test, value))
+
+
+def _price(value) -> bool:
+    try:
+        return exact(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _adjustment(value) -> bool:
+    try:
+        return -1 < exact(value) < 1
+    except (TypeError, ValueError):
+        return False
+
+
+# (name pattern, test, what a valid value is); the first pattern that matches the whole name decides
+RULES: list[tuple[str, Callable, str]] = [
+    ("results_run|gpu_results_run", lambda v: isinstance(v, str) and v, "a results folder name"),
+    (
+        "training_runs",
+        _list_of(lambda v: isinstance(v, str) and v, allow_empty=True),
+        "a list of folder names",
+    ),
+    ("(sharding_)?device", lambda v: v in ("cpu", "cuda", "auto"), "'cpu', 'cuda' or 'auto'"),
+    ("backend", lambda v: v in ("gloo", "nccl"), "'gloo' or 'nccl'"),
+    ("backends", _list_of(lambda v: v in ("gloo", "nccl")), "a list of 'gloo' and 'nccl'"),
+    ("gpus", lambda v: v is None or _positive_int(v), "None or a positive integer"),
+    ("memory_gpus", _list_of(lambda v: v in GPUS), f"a list of {', '.join(GPUS)}"),
+    ("models_.*|.*_models", _list_of(lambda v: v in MODELS), f"a list of {', '.join(MODELS)}"),
+    (".*model", lambda v: v in MODELS, f"one of {', '.join(MODELS)}"),
+    ("(.*_)?optimizer", lambda v: v in ("sgd", "adam"), "'sgd' or 'adam'"),
+    (".*seed", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer ≥ 0"),
+    (".*seeds", _list_of(lambda v: isinstance(v, int) and v >= 0), "a list of integers ≥ 0"),
+    (".*_gib", _list_of(lambda v: _number(v) and v > 0), "a list of positive sizes in GiB"),
+    (".*_samples", lambda v: v is None or _positive_int(v), "None (every clip) or a positive integer"),
+    (".*stages", _list_of(lambda v: v in STAGES), f"a list of ZeRO stages {STAGES}"),
+    (".*checkpoints", _list_of(lambda v: isinstance(v, int) and v >= 0), "a list of steps ≥ 0"),
+    (".*rules", _list_of(lambda v: v in ("fixed", "linear")), "a list of 'fixed' and 'linear'"),
+    (".*_loss", lambda v: _number(v) and v > 0, "a positive loss"),
+    (".*stalenesses", _list_of(lambda v: isinstance(v, int) and v >= 0), "a list of integers ≥ 0"),
+    (
+        ".*(batch_sizes|world_sizes|replica_counts|message_bytes|chunks|seeds|gpu_counts)",
+        _list_of(_positive_int),
+        "a non-empty list of positive integers",
+    ),
+    (
+        ".*(batch_size|batch|epochs|steps|iterations|world_size|shards|repeats)",
+        _positive_int,
+        "a positive integer",
+    ),
+    (".*_seconds", lambda v: v is None or (_number(v) and v > 0), "None or a positive number"),
+    (".*price.*", _price, "a positive price, as a string for exact arithmetic"),
+    (".*adjustment", _adjustment, "a fraction between −1 and 1, as a string"),
+    (".*(accuracy|fraction)", lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    (".*speedup", lambda v: _number(v) and v >= 1, "a number ≥ 1"),
+    (".*caps_mb", _list_of(lambda v: _number(v) and v > 0), "a list of positive sizes in MB"),
+    (".*compressions", _list_of(lambda v: v in (None, "fp16", "bf16")), "a list of None, 'fp16', 'bf16'"),
+    (".*lr", lambda v: _number(v) and v > 0, "a positive learning rate"),
+    ("lightning", lambda v: isinstance(v, bool), "True or False"),
+]
+
+
+def parameters_of(namespace: dict) -> dict:
+    """The notebook's parameters: its plain-data globals that IPython did not define itself."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if not name.startswith("_") and name not in ("In", "Out", "exit", "quit") and isinstance(value, PLAIN)
+    }
+
+
+def check_parameters(parameters: dict) -> None:
+    """ValueError naming the first parameter whose value breaks its rule, or that has no rule."""
+    for name, value in parameters.items():
+        rule = next(((test, what) for pattern, test, what in RULES if re.fullmatch(pattern, name)), None)
+        if rule is None:
+            raise ValueError(f"parameter {name!r} has no check in helpers.chapter.RULES")
+        test, what = rule
+        try:
+            valid = bool(test(value))
+        except (TypeError, ValueError):
+            valid = False
+        if not valid:
+            raise ValueError(f"parameter {name} = {value!r} is not {what}")
+
+
+def start(namespace: dict) -> tuple[ResultStore, str]:
+    """Check the parameters in ``namespace`` (a notebook's ``globals()``), then open the store of its
+    ``results_run``, set the figures' style and display the chapter's "Measured on" line.
+
+    Returns the store and the one-line description of its hardware, for figure titles.
+    """
+    check_parameters(parameters_of(namespace))
+    plotting.setup_style()
+    store = ResultStore(namespace["results_run"])
+    display(banner(store))
+    return store, describe(store.hardware)
+
+
+def rerun_command(chapter: str) -> str:
+    """The one command that reruns ``chapter`` on the reader's own machine."""
+    return f'make study STUDY_ARGS="--chapters {chapter}"'
