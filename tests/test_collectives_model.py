@@ -47,7 +47,8 @@ def test_split_sizes_are_those_of_tensor_split():
 def test_topology_bytes_with_uneven_chunks():
     rows = {row["topology"]: row for row in model.bytes_per_step_by_topology(100, 4, 2)}
     assert list(rows) == [
-        "parameter server (CPU)",
+        "parameter server on the CPU",
+        "parameter server on a rank",
         "all-reduce on the devices",
         "sharded parameter servers (s=2)",
         "ring all-reduce",
@@ -56,14 +57,16 @@ def test_topology_bytes_with_uneven_chunks():
     def moved_and_busiest(topology: str) -> tuple[int, int]:
         return rows[topology]["bytes_moved"], rows[topology]["busiest_link_bytes"]
 
-    assert moved_and_busiest("parameter server (CPU)") == (800, 800)
-    assert rows["parameter server (CPU)"]["worker_link_bytes"] == 200
-    assert moved_and_busiest("all-reduce on the devices") == (1200, 600)
-    # 25 float32 elements in 2 shards of 13 and 12: the larger shard's server carries 2·4·52 bytes
-    assert moved_and_busiest("sharded parameter servers (s=2)") == (800, 416)
+    # every count per direction: the server receives 4 gradients of 100 B and sends 4 back
+    assert moved_and_busiest("parameter server on the CPU") == (800, 400)
+    assert rows["parameter server on the CPU"]["worker_link_bytes"] == 100
+    assert moved_and_busiest("parameter server on a rank") == (600, 300)  # its own gradient stays
+    assert moved_and_busiest("all-reduce on the devices") == (1200, 300)
+    # 25 float32 elements in 2 shards of 13 and 12: the larger shard's server receives 4·52 bytes
+    assert moved_and_busiest("sharded parameter servers (s=2)") == (800, 208)
     assert rows["sharded parameter servers (s=2)"]["busiest"] == "each server"
-    # ring chunks of 7, 6, 6, 6 elements: ranks send 152, 152, 148, 148 bytes; rank 1 also receives 152
-    assert moved_and_busiest("ring all-reduce") == (600, 304)
+    # ring chunks of 7, 6, 6, 6 elements: ranks send 152, 152, 148, 148 bytes and receive as much
+    assert moved_and_busiest("ring all-reduce") == (600, 152)
     assert all(isinstance(value, int) for topology in rows for value in moved_and_busiest(topology))
     assert all(row["suits"] for row in rows.values())
 
@@ -73,11 +76,23 @@ def test_topology_bytes_of_the_linear_net_on_four_devices():
     rows = {row["topology"]: row for row in model.bytes_per_step_by_topology(gradient, 4, 4)}
     assert gradient == 48_408_880
     assert rows["ring all-reduce"]["bytes_moved"] == 290_453_280  # 2(k−1)N
-    assert rows["ring all-reduce"]["busiest_link_bytes"] == 2 * 72_613_320  # 2(k−1)/k·N each way
-    assert rows["sharded parameter servers (s=4)"]["busiest_link_bytes"] == 2 * gradient
-    assert rows["parameter server (CPU)"]["busiest_link_bytes"] == 8 * gradient
+    assert rows["ring all-reduce"]["busiest_link_bytes"] == 72_613_320  # 2(k−1)/k·N each way
+    assert rows["sharded parameter servers (s=4)"]["busiest_link_bytes"] == gradient
+    assert rows["parameter server on the CPU"]["busiest_link_bytes"] == 4 * gradient
+    assert rows["parameter server on a rank"]["busiest_link_bytes"] == 3 * gradient
     one = {row["topology"]: row for row in model.bytes_per_step_by_topology(gradient, 1, 1)}
     assert one["ring all-reduce"]["bytes_moved"] == 0 and one["all-reduce on the devices"]["bytes_moved"] == 0
+
+
+def test_the_best_chunk_count_of_a_pipelined_broadcast():
+    alpha, beta, n = 1e-4, 1e-9, 2**28
+    best = model.optimal_chunks(n, 4, alpha, beta)
+    assert best == pytest.approx(((4 - 2) * n * beta / alpha) ** 0.5)
+    times = {s: model.ring_broadcast_seconds(n, 4, s, alpha, beta) for s in range(1, 200)}
+    assert min(times, key=times.get) in (int(best), int(best) + 1)  # the integer next to S* is fastest
+    at_best = model.ring_broadcast_seconds(n, 4, best, alpha, beta)
+    assert at_best == pytest.approx(((n * beta) ** 0.5 + (2 * alpha) ** 0.5) ** 2)  # never down to Nβ
+    assert model.optimal_chunks(n, 2, alpha, beta) == 1.0  # one hop: nothing to overlap
 
 
 def test_topology_bytes_refuses_bad_input():

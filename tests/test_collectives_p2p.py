@@ -70,3 +70,12 @@ def test_our_algorithms_equal_torch_distributed_exactly(tmp_path, no_leftovers, 
         assert {dtype for _, dtype in kinds} == {"int64", "float64"}
         broadcasts = {(c["src"], c["chunks"]) for c in checks if c["check"] == "ring_broadcast"}
         assert broadcasts == {(src, s) for src in (0, world_size - 1) for s in (1, 2, 3, 8)}
+
+
+def test_the_lockstep_table_of_the_chapter():
+    rows = {(row["schedule"], row["ranks"]): row for row in p2p.lockstep_table([2, 3])}
+    assert (
+        rows[("ring all-reduce", 3)]["steps per rank"] == 4
+        and rows[("ring all-reduce", 3)]["unmatched messages"] == 0
+    )
+    assert rows[("one message at a time (naive)", 3)]["unmatched messages"] == 6

@@ -151,3 +151,27 @@ def test_a_benchmark_budget_must_leave_room_in_the_launch_limit():
         runs.run_task("benchmark", 2, time_limit_seconds=100, time_budget_seconds=90)
     with pytest.raises(ValueError, match="must be positive"):
         runs.run_task("benchmark", 2, time_limit_seconds=100, time_budget_seconds=-1)
+
+
+def test_a_cheaper_chunk_explains_a_pipelined_broadcast_the_model_did_not_predict():
+    frame = pd.DataFrame(
+        {"operation": "ring_broadcast", "chunks": 1, "status": "ok", "backend": "gloo", "world_size": 2,
+         "bytes": [2**22, 2**24], "algbw_bytes_per_second": [3e9, 1.5e9]}
+    )  # fmt: skip
+    effect = runs.message_size_effect(frame, "gloo", 2, 4)
+    assert effect == {"one message of N/S bytes, speed against N": 2.0}
+    table = pd.DataFrame(
+        [{"backend": "gloo", "ranks": 2, "predicted S*": 1.0, "fastest measured S": 4, **effect}]
+    )
+    assert "moves 2.00x as fast per byte" in runs.describe_pipelining(table)
+    agreeing = table.assign(**{"fastest measured S": 1})
+    assert runs.describe_pipelining(agreeing).endswith("lies where the model puts S* (1.0).")
+    assert runs.describe_pipelining(table.iloc[:0]) == "No pipelined broadcast was measured here."
+
+
+def test_the_bandwidth_reference_is_a_copy_between_buffers(tmp_path):
+    store = ResultStore("test-run", root=tmp_path, hardware=HARDWARE)
+    label, rate = runs.bandwidth_reference(store, "cpu")
+    assert label == "one buffer copied to another in memory" and rate > 1e8
+    record = store.records("copy_calibration")[0]
+    assert record["config"]["fresh"] is False

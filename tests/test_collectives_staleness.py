@@ -33,8 +33,8 @@ def test_staleness_zero_is_synchronous_sgd(tiny_data):
         for i in train.step_batches(32, 8, 3, 5)
     ]
     assert [row["batch_loss"] for row in run["history"]] == pytest.approx(losses, rel=1e-6, abs=1e-7)
-    assert [row["step"] for row in run["history"] if "test_loss" in row] == [2, 4, 5]
-    assert run["history"][-1]["test_loss"] == pytest.approx(train.evaluate(model, test_set)[0], rel=1e-5)
+    assert [row["step"] for row in run["history"] if "eval_loss" in row] == [2, 4, 5]
+    assert run["history"][-1]["eval_loss"] == pytest.approx(train.evaluate(model, test_set)[0], rel=1e-5)
 
 
 def test_stale_gradients_change_the_trajectory(tiny_data):

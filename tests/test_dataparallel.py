@@ -145,3 +145,52 @@ def test_torch_data_parallel_timing_on_cuda(fsdd):
     )
     assert timing["replicas"] == 1 and timing["epoch_seconds"] == timing["step_seconds"] * 2
     assert timing["method"].startswith("median of 2 timed steps")
+
+
+def test_copy_benchmark_reports_its_method():
+    copy = dataparallel.copy_seconds_per_byte(megabytes=1, repeats=3)
+    assert copy["bytes"] == 2**20 and copy["seconds_per_byte"] == copy["seconds"] / 2**20
+    assert copy["method"].startswith("median of 3 copies of 1,048,576 B")
+
+
+def test_peer_copy_benchmark_names_both_ends():
+    copy = dataparallel.copy_seconds_per_byte(megabytes=1, repeats=2, device="cpu", to="cpu")
+    assert copy["method"] == "median of 2 copies of 1,048,576 B into a fresh buffer on cpu, after 1 warm-up"
+
+
+def fake_timing(model: str, replicas: int, batch: int, steps: list[float]) -> dict:
+    phases = dict.fromkeys(dataparallel.PHASES, 0.01)
+    return {"config": {"model": model, "batch_size": batch},
+            "result": {"replicas": replicas, "step_seconds_all": steps, "steps_per_epoch": 10,
+                       "phase_seconds": phases, "step_seconds": sorted(steps)[len(steps) // 2],
+                       "bytes_per_step": {"reduce_gradients": 8},
+                       "communication_to_compute": 0.5}}  # fmt: skip
+
+
+def test_frames_of_timing_records():
+    records = [fake_timing("ConvNet", 1, 20, [1.0, 1.2, 1.1]), fake_timing("ConvNet", 2, 20, [2.0, 2.2, 2.1])]
+    steps = dataparallel.steps_frame(records)
+    assert len(steps) == 6 and steps["epoch_seconds"].tolist()[:3] == [10.0, 12.0, 11.0]
+    phases = dataparallel.phase_frame(records)
+    assert len(phases) == 2 * len(dataparallel.PHASES)
+    assert set(phases.query("phase == 'reduce_gradients'")["bytes"]) == {8}
+    assert set(phases.query("phase == 'forward'")["kind"]) == {"compute"}
+    compare = dataparallel.torch_comparison([fake_timing("ConvNet", 2, 20, [1.5, 1.5, 1.5])], records)
+    assert compare.iloc[0][["torch step s", "rebuilt step s"]].tolist() == [1.5, 2.1]
+    verdict = dataparallel.verdict(records[0]["result"], records[1]["result"])
+    assert verdict.startswith("compute choke here: with 2 replicas") and "slower" in verdict
+
+
+def test_epoch_bytes_table_adds_up():
+    table = dataparallel.epoch_bytes_table(["LinearNet"], [2], [2000], 20)
+    assert table.iloc[0]["total"] == 9_729_856_000  # the seed's example, as in the test above
+
+
+def test_balance_batch_is_where_inputs_weigh_as_much_as_parameters_and_gradients():
+    sample_bytes = 8 * 376_200 * 2 // 100  # chosen so that the balance falls on batch 100 for ConvNet
+    assert dataparallel.balance_batch("ConvNet", 2, sample_bytes) == 100
+    epoch = dataparallel.bytes_per_epoch(
+        models.build_model("ConvNet"), samples=1000, batch_size=100, replicas=2, sample_bytes=sample_bytes
+    )
+    assert epoch["scatter_inputs"] == epoch["broadcast_parameters"] + epoch["reduce_gradients"]
+    assert dataparallel.balance_batch("ConvNet", 4) == 2 * dataparallel.balance_batch("ConvNet", 2)

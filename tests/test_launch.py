@@ -12,7 +12,7 @@ import psutil
 import pytest
 import torch
 
-from helpers import launch, lightning_ddp, models, worker
+from helpers import ddp, launch, lightning_ddp, models, worker
 
 RECORDED = Path(__file__).parent / "data"
 
@@ -97,9 +97,10 @@ def test_compression_halves_the_all_reduced_bytes(tmp_path, compression):
 
 
 def test_backend_table_and_multi_node_command():
-    table = {(row["backend"], row["tensors on"]): row["here"] for row in launch.backend_support()}
-    assert table[("gloo", "cpu")] == "2 ranks: yes"
-    assert "NCCL only moves CUDA tensors" in table[("nccl", "cpu")]
+    table = {(row["backend"], row["tensors on"]): row for row in launch.backend_support()}
+    assert table[("gloo", "cpu")]["2 ranks here"] and table[("gloo", "cpu")]["reason"] == ""
+    assert not table[("nccl", "cpu")]["2 ranks here"]
+    assert "NCCL only moves CUDA tensors" in table[("nccl", "cpu")]["reason"]
     command = launch.multi_node_command(nodes=2, ranks_per_node=4, head_address="10.0.0.1")
     assert command.startswith("torchrun --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500")
     assert "--nproc-per-node=4" in command and command.endswith(
@@ -191,3 +192,18 @@ def test_lightning_refuses_nodes_simulated_on_one_machine_s_gpus(monkeypatch):
     lightning_ddp.check_lightning_request(config, 2)  # two ranks on four GPUs, one node: fine
     with pytest.raises(ValueError, match="nodes simulated on one machine would put two ranks on one GPU"):
         lightning_ddp.check_lightning_request(config, 2, nodes=2)
+
+
+def test_two_ranks_follow_one_process_step_by_step(tmp_path):
+    config = {**CONFIG, "optimizer": "sgd", "lr": 0.05, "epochs": 2}
+    one = launch.launch(config, 1, time_limit_seconds=120, output=tmp_path / "one")[0]
+    two = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path / "two")[0]
+    parity = ddp.loss_parity({"result": one}, {"result": two})
+    assert parity["steps"] == 4 and parity["largest_rel_difference"] < 1e-5  # float32 rounding only
+    assert [len(row["step_seconds"]) for row in two["history"]] == [2, 2]
+
+
+def test_what_is_measured_here_and_what_is_not():
+    statement = launch.measured_statement(launch.run_plan(["nccl", "gloo"], "cpu", [1, 2]))
+    assert statement.startswith("**Measured here:** gloo (up to 2 ranks).")
+    assert "**Not measured here: nccl** — NCCL only moves CUDA tensors" in statement

@@ -43,8 +43,8 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
         assert result["world_size"] == 2 and result["threads"] == 1  # two ranks share this machine's cores
         assert result["cluster_environment"] == "TorchElasticEnvironment"  # torchrun's, not Lightning's own
         assert result["strategy"] == "DDPStrategy" and result["framework"].startswith("lightning 2.")
-        sampler = {"type": "DistributedSampler", "seed": 0, "shuffle": True, "num_replicas": 2}
-        assert result["sampler"] == sampler  # Lightning's own, seeded by seed_everything
+        sampler = {"type": "GlobalBatchSampler", "seed": 0, "per_rank_batch": 10}
+        assert result["sampler"] == sampler  # helpers.ddp's, not Lightning's DistributedSampler
         assert [row["samples"] for row in result["history"]] == [20, 20]  # each rank sees half of 40 clips
         assert all(math.isfinite(row["train_loss"]) and row["epoch_seconds"] > 0 for row in result["history"])
         assert [sum(step) for step in result["bucket_bytes_per_step"]] == [gradient_bytes] * 4
@@ -57,7 +57,8 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
     by_hand = launch.launch(CONFIG, 2, time_limit_seconds=120, output=tmp_path / "ddp")
     for lightning_rank, hand_rank in zip(results, by_hand, strict=True):
         for ours, theirs in zip(lightning_rank["history"], hand_rank["history"], strict=True):
-            assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
+            assert ours["step_losses"] == pytest.approx(theirs["step_losses"], rel=1e-5)
+            assert len(ours["step_seconds"]) == len(theirs["step_seconds"]) == 2
     assert results[0]["history"][-1]["test_accuracy"] == by_hand[0]["history"][-1]["test_accuracy"]
 
 
@@ -87,7 +88,7 @@ def test_stored_run_uses_the_ddp_settings_and_is_reused(tmp_path, monkeypatch):
     rank = {"world_size": 2, "history": history, "bucket_bytes_per_step": [[100], [100]],
             "gradient_bytes": 100, "threads": 1, "framework": "lightning 2.x", "strategy": "DDPStrategy",
             "cluster_environment": "TorchElasticEnvironment",
-            "sampler": {"type": "DistributedSampler"}}  # fmt: skip
+            "sampler": {"type": "GlobalBatchSampler"}}  # fmt: skip
     calls = []
 
     def fake_launch(config, world_size, **options):
@@ -99,7 +100,7 @@ def test_stored_run_uses_the_ddp_settings_and_is_reused(tmp_path, monkeypatch):
     record = lightning_ddp.stored_lightning_run(store, 2, model="ConvNet", epochs=1)
     assert record["kind"] == "lightning_run"
     assert record["config"]["lightning"] == lightning_ddp.lightning_version()
-    assert record["result"]["epoch_seconds"] == 2.0 and record["result"]["sampler"] == "DistributedSampler"
+    assert record["result"]["epoch_seconds"] == 2.0 and record["result"]["sampler"] == "GlobalBatchSampler"
     config, world_size, options = calls[0]
     assert options["module"] == "helpers.lightning_ddp" and world_size == 2 and config["model"] == "ConvNet"
     assert "kind" not in config and "lightning" not in config

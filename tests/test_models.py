@@ -69,3 +69,17 @@ def test_largest_batch_arithmetic():
 def test_unknown_model_is_refused():
     with pytest.raises(ValueError, match="known: LinearNet, ConvNet"):
         models.build_model("ResNet")
+
+
+def test_size_and_largest_batch_tables():
+    sizes = models.size_table()
+    assert (
+        sizes.loc["LinearNet", "parameters"] == 12_102_220
+        and sizes.loc["ConvNet", "parameter bytes"] == 1_504_800
+    )
+    assert sizes.loc["ConvNet", "activation bytes per sample (seed)"] == 12_659_120
+    assert sizes.loc["ConvNet", "saved for backward, bytes per sample"] == 5_032_760
+    table = models.largest_batch_table([11]).set_index("model")
+    conv = models.build_model("ConvNet")
+    assert table.loc["ConvNet", "largest batch (seed's accounting)"] == models.largest_batch(conv, 11 * 2**30)
+    assert table.loc["ConvNet", "largest batch (measured)"] == (11 * 2**30 - 4 * 1_504_800) // 5_032_760

@@ -3,6 +3,7 @@
 import pandas as pd
 
 from helpers import plotting
+from helpers.costmodel import recommend
 
 HARDWARE = "2-core Test CPU, no GPU"
 
@@ -12,26 +13,22 @@ def title(figure):
 
 
 def test_sweep_and_precision_titles_name_the_hardware():
-    sweep = pd.DataFrame(
+    steps = pd.DataFrame(
         {
-            "model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"],
-            "batch_size": [10, 20, 10, 20],
-            "epoch_seconds": [4.0, 2.0, 9.0, 8.0],
-            "samples_per_second": [600.0, 1200.0, 300.0, 330.0],
-            "method": ["median of 2 timed steps x 270 steps per epoch"] * 4,
+            "model": ["LinearNet"] * 4 + ["ConvNet"] * 4,
+            "batch_size": [10, 10, 20, 20] * 2,
+            "repeat": [0, 1] * 4,
+            "epoch_seconds": [4.0, 4.2, 2.0, 2.1, 9.0, 9.5, 8.0, 8.1],
+            "samples_per_second": [600.0, 590, 1200, 1190, 300, 290, 330, 320],
+            "step_seconds": [0.1] * 8,
         }
     )
-    assert HARDWARE in title(plotting.plot_sweep(sweep, HARDWARE))
-    assert "median of 2 timed steps" in title(plotting.plot_sweep(sweep, HARDWARE))
-    precision = pd.DataFrame(
-        {
-            "model": ["ConvNet", "ConvNet"],
-            "precision": ["float32", "bf16"],
-            "step_seconds": [1.0, 0.6],
-            "saved_mib_per_sample": [4.8, 3.1],
-        }
-    )
-    assert HARDWARE in title(plotting.plot_precision(precision, HARDWARE))
+    figure = plotting.plot_sweep(steps, HARDWARE)
+    assert HARDWARE in title(figure) and "median of 2 timed steps, band min-max" in title(figure)
+    memory = pd.DataFrame({"model": ["ConvNet"] * 2, "precision": ["float32", "bf16"],
+                           "saved_mib_per_sample": [4.8, 3.1]})  # fmt: skip
+    timed = steps.assign(precision=["float32", "bf16"] * 4)
+    assert HARDWARE in title(plotting.plot_precision(timed, memory, HARDWARE))
 
 
 def test_training_and_profile_figures(fsdd):
@@ -60,10 +57,10 @@ def test_dataparallel_figures_name_the_hardware():
             "model": ["LinearNet"] * 4,
             "replicas": [1, 1, 2, 2],
             "batch_size": [20, 50, 20, 50],
+            "repeat": [0, 0, 0, 0],
             "epoch_seconds": [10.0, 4.0, 19.0, 7.0],
             "transfer_seconds": [0.0, 0.0, 0.02, 0.02],
             "bytes_per_step": [0, 0, 96_000_000, 97_000_000],
-            "method": ["median of 3 timed steps (each phase synchronised) x 54 steps per epoch"] * 4,
         }
     )
     assert HARDWARE in title(plotting.plot_dataparallel_sweep(sweep, HARDWARE))
@@ -77,8 +74,11 @@ def test_dataparallel_figures_name_the_hardware():
 
 
 def test_bar_chart_names_the_hardware():
-    frame = pd.DataFrame({"model": ["LinearNet", "LinearNet"], "ranks": [1, 2], "epoch_seconds": [0.4, 1.1]})
-    assert HARDWARE in title(plotting.plot_bars(frame, "model", "epoch_seconds", "ranks", "DDP", HARDWARE))
+    frame = pd.DataFrame({"model": ["LinearNet"] * 4, "ranks": [1, 1, 2, 2], "seconds": [0.4, 0.5, 1.1, 1.0]})
+    assert HARDWARE in title(plotting.plot_bars(frame, "model", "seconds", "ranks", "DDP", HARDWARE))
+    assert (
+        plotting.plot_bars(frame, "ranks", "seconds", "ranks", "DDP", HARDWARE).axes[0].get_legend() is None
+    )
 
 
 def test_collective_figures_name_the_hardware():
@@ -92,16 +92,34 @@ def test_collective_figures_name_the_hardware():
             "busbw_GBps": [0.01, 1.0, 1.0, 0.5], "model_seconds": [1.1e-4, 0.9e-3, 1.2e-3, 1.8e-3],
         }
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_bandwidth(frame, "Bus bandwidth", HARDWARE))
+    figure = plotting.plot_bandwidth(frame, "Bus bandwidth", HARDWARE, ("a copy", 5e9))
+    assert HARDWARE in title(figure)
+    assert figure.axes[0].get_yscale() == "log" and figure.axes[0].lines[-1].get_linestyle() == "--"
     assert HARDWARE in title(plotting.plot_model_against_measured(frame[:2], "α-β", HARDWARE))
-    assert HARDWARE in title(plotting.plot_broadcast_pipelining(frame[2:], "pipelining", HARDWARE))
+    pipelined = plotting.plot_broadcast_pipelining(frame[2:], 2.5, "pipelining", HARDWARE)
+    assert HARDWARE in title(pipelined) and "S* = 2.5" in [
+        t.get_text() for t in pipelined.axes[0].get_legend().texts
+    ]
     history = pd.DataFrame(
         {"step": [1, 2, 1, 2], "staleness": [0, 0, 4, 4], "batch_loss": [2.3, 2.2, 2.3, 2.4],
-         "test_accuracy": [None, 0.2, None, 0.1]}
+         "eval_accuracy": [None, 0.2, None, 0.1]}
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_stale_training(history, "stale", HARDWARE))
-    sweep = pd.DataFrame(
-        {"model": ["LinearNet"] * 2, "bucket_cap_mb": [0.25, 25], "epoch_seconds": [2.0, 1.5],
-         "buckets_per_step": [2, 1]}
+    assert HARDWARE in title(plotting.plot_stale_training(history, "training", "stale", HARDWARE))
+    steps = pd.DataFrame(
+        {"bucket_cap_mb": [0.25, 0.25, 25, 25], "step_seconds": [2.0, 2.1, 1.5, 1.6],
+         "buckets_per_step": [2, 2, 1, 1]}
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_bucket_sweep(sweep, "buckets", HARDWARE))
+    assert HARDWARE in title(plotting.plot_bucket_sweep(steps, "buckets", HARDWARE))
+
+
+def test_gpu_predictions_are_titled_as_predictions():
+    roofline = recommend.roofline_table(["ConvNet"], ["H100 SXM 80 GB", "GTX 1080 Ti"], [10, 100])
+    measured = pd.DataFrame({"model": ["ConvNet"], "batch": [10], "step_seconds": [0.001]})
+    assert "PREDICTIONS" in title(plotting.plot_roofline(roofline, measured))
+    links = ("PCIe 4.0 x16", "PCIe 5.0 x16")
+    frame = recommend.predictions(("ConvNet", "LinearNet"), ("H100 SXM 80 GB",), links, (10, 100), (1, 2))
+    assert "PREDICTIONS" in title(plotting.plot_gpu_speedups(frame, "speed-up"))
+    decided = frame.query("method == 'ddp_overlap'").assign(decision=lambda f: recommend.decide(f))
+    figure = plotting.plot_decision_map(decided, recommend.DECISIONS, "map")
+    assert "PREDICTIONS" in title(figure) and len(figure.axes) == 4
+    assert "PREDICTIONS" in title(plotting.plot_seed_check(recommend.seed_check(("ConvNet",))))

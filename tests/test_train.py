@@ -93,3 +93,36 @@ def test_a_timer_over_several_gpus_synchronises_every_one(monkeypatch):
     with train.Timer("cpu") as cpu_timer:
         pass
     assert cpu_timer.seconds >= 0 and len(synchronised) == 4  # the CPU needs no synchronising
+
+
+def fake_step_record(model: str, batch: int, steps: list[float], **config) -> dict:
+    return {"config": {"kind": "step_timing", "model": model, "batch_size": batch, **config},
+            "result": {"step_seconds_all": steps, "steps_per_epoch": 3, "method": "median of 3"}}  # fmt: skip
+
+
+def test_steps_frame_and_spread_table():
+    steps = train.steps_frame([fake_step_record("LinearNet", 10, [0.1, 0.3, 0.2])])
+    assert steps["epoch_seconds"].tolist() == pytest.approx([0.3, 0.9, 0.6])
+    assert steps["samples_per_second"].tolist() == pytest.approx([100, 10 / 0.3, 50])
+    table = train.spread_table(steps, ["model"]).iloc[0]
+    assert (table["median"], table["min"], table["max"], table["repeats"]) == pytest.approx(
+        (0.6, 0.3, 0.9, 3)
+    )
+    history = train.history_frame({"A": {"result": {"history": [{"epoch": 1}, {"epoch": 2}]}}})
+    assert history["model"].tolist() == ["A", "A"]
+
+
+def test_training_keeps_every_step_loss(small):
+    run = train.train("LinearNet", *small, epochs=2, batch_size=40, device="cpu", progress=False)
+    assert len(run.step_losses) == 2 * 3  # 120 clips in batches of 40, twice
+    mean_first = sum(run.step_losses[:3]) / 3
+    assert mean_first == pytest.approx(run.history[0]["train_loss"], rel=1e-5)
+
+
+def test_precision_comparison(small, tmp_path):
+    store = results.ResultStore("precision", root=tmp_path, hardware={"cpu_model": "test"})
+    found = train.precision_comparison(store, ["LinearNet"], small[0], 4, timed_steps=2, device="cpu")
+    assert set(found["steps"]["precision"]) == {"float32", "bf16"} and len(found["steps"]) == 4
+    memory = found["memory"].set_index("precision")["saved_mib_per_sample"]
+    assert memory["bf16"] < memory["float32"]
+    assert found["speedups"]["LinearNet"]["verdict"] in ("faster", "slower", "no measurable difference")

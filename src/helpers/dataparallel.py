@@ -21,15 +21,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import CLIP_SAMPLES
 from helpers.models import build_model, parameter_bytes
+from helpers.stats import describe_speedup, speedup
 from helpers.train import (
     Timer,
     check_positive,
@@ -60,6 +64,14 @@ TRANSFER_PHASES = (
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer_step")
 SAMPLE_BYTES = CLIP_SAMPLES * 4  # one float32 waveform
 OUTPUT_BYTES = 10 * 4  # ten float32 logits
+
+
+SHARED_DEVICE_NOTE = (
+    "**The replicas share one device on this machine**, so these timings measure what DataParallel's "
+    "mechanics *cost* — the copies, the threads, the extra kernel launches — not a speed-up: every replica "
+    "computes on the same cores (or the same GPU). A machine with one GPU per replica runs the same "
+    "notebook and shows the speed-up, if there is one (`gpu` profile)."
+)
 
 
 def parse_devices(devices: list[str]) -> list[torch.device]:
@@ -119,6 +131,16 @@ def bytes_per_epoch(
         for phase, count in bytes_per_step(model, rest, replicas, sample_bytes, output_bytes).items():
             total[phase] += count
     return total
+
+
+def balance_batch(model_name: str, replicas: int, sample_bytes: int = SAMPLE_BYTES) -> float:
+    """The batch above which an epoch's scattered inputs outweigh its parameters and gradients.
+
+    Per epoch of N clips the inputs that leave device 0 are N(k−1)/k samples; the parameters (P floats)
+    go to, and their gradients come back from, k−1 replicas in each of N/B steps: 2(k−1)·4P·N/B bytes.
+    They are equal at B = 8Pk / sample bytes.
+    """
+    return 2 * parameter_bytes(build_model(model_name)) * replicas / sample_bytes
 
 
 def in_threads(function, argument_lists: list[tuple]) -> list:
@@ -278,13 +300,15 @@ def time_dataparallel_steps(
         if step >= warmup_steps:
             reports.append(report)
     phase_seconds = {p: statistics.median(r.seconds[p] for r in reports) for p in PHASES}
-    step_seconds = statistics.median(sum(r.seconds.values()) for r in reports)
+    step_seconds_all = [sum(r.seconds.values()) for r in reports]
+    step_seconds = statistics.median(step_seconds_all)
     steps_per_epoch = -(-len(targets) // batch_size)
     transfer = sum(phase_seconds[p] for p in TRANSFER_PHASES)
     compute = sum(phase_seconds[p] for p in COMPUTE_PHASES)
     return {
         "replicas": len(devices),
         "step_seconds": step_seconds,
+        "step_seconds_all": step_seconds_all,
         "epoch_seconds": step_seconds * steps_per_epoch,
         "steps_per_epoch": steps_per_epoch,
         "phase_seconds": phase_seconds,
@@ -298,19 +322,59 @@ def time_dataparallel_steps(
 
 
 def verdict(single: dict, multi: dict) -> str:
-    """Network choke or compute choke (the seed's "GPU choke"), from measured times of 1 and k replicas.
+    """What k replicas did to one step, from measured times of 1 and k replicas (median step, spread).
 
-    The kind follows the measured ratio of transfer time to compute time with k replicas; the speed-up
-    says what adding replicas did to the step on this hardware.
+    The kind follows the measured ratio of transfer time to compute time with k replicas: a "network
+    choke" moves data longer than it computes, a "compute choke" (the seed's "GPU choke") the reverse.
+    The effect compares the repeated step times of 1 and k replicas (``helpers.stats.speedup``).
     """
     ratio = multi["communication_to_compute"]
-    speedup = single["step_seconds"] / multi["step_seconds"]
     kind = "network choke" if ratio >= 1 else "compute choke"
-    effect = "about the same" if abs(speedup - 1) < 0.02 else ("slower" if speedup < 1 else "faster")
+    change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
     return (
-        f"{kind}: with {multi['replicas']} replicas, moving data took {ratio:.2f}x the time of computing, "
-        f"and a step took {1 / speedup:.2f}x the time of one replica ({effect})"
+        f"{kind} here: with {multi['replicas']} replicas, moving data took {ratio:.2g}x the time of "
+        f"computing; one step against one replica: {describe_speedup(change)}"
     )
+
+
+def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:
+    """Bytes each phase moves in one epoch, per model, replica count and epoch size, with their total."""
+    rows = []
+    for name in names:
+        model = build_model(name)
+        for replicas in replica_counts:
+            for samples in sample_counts:
+                counted = bytes_per_epoch(model, samples=samples, batch_size=batch_size, replicas=replicas)
+                rows.append({"model": name, "replicas": replicas, "clips": samples, **counted,
+                             "total": sum(counted.values())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def steps_frame(records: list[dict]) -> pd.DataFrame:
+    """Every timed step of ``dataparallel_timing`` records, one row each: model, replicas, batch, the
+    step's seconds and the epoch seconds it implies."""
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        for repeat, seconds in enumerate(result["step_seconds_all"]):
+            rows.append({"model": config["model"], "replicas": result["replicas"],
+                         "batch_size": config["batch_size"], "repeat": repeat, "step_seconds": seconds,
+                         "epoch_seconds": seconds * result["steps_per_epoch"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def phase_frame(records: list[dict]) -> pd.DataFrame:
+    """Median seconds and bytes of each phase of ``dataparallel_timing`` records, one row per phase."""
+    return pd.DataFrame(
+        [
+            {"model": record["config"]["model"], "replicas": record["result"]["replicas"],
+             "batch_size": record["config"]["batch_size"], "phase": phase, "seconds": seconds,
+             "bytes": record["result"]["bytes_per_step"].get(phase, 0),
+             "kind": "transfer" if phase in TRANSFER_PHASES else "compute"}
+            for record in records
+            for phase, seconds in record["result"]["phase_seconds"].items()
+        ]
+    )  # fmt: skip
 
 
 def replica_devices(device: str, replicas: int, gpus: int | None = None) -> tuple[list[str], bool]:
@@ -381,6 +445,64 @@ def time_torch_dataparallel_steps(
         wrap=lambda model: nn.DataParallel(model, device_ids=device_ids),
     )  # fmt: skip
     return {"replicas": len(device_ids), **timing}
+
+
+def torch_comparison(torch_records: list[dict], ours: list[dict]) -> pd.DataFrame:
+    """``torch.nn.DataParallel``'s median step next to the rebuilt one's, per model, replicas and batch."""
+
+    def key(record):
+        return record["config"]["model"], record["result"]["replicas"], record["config"]["batch_size"]
+
+    rebuilt = {key(record): record["result"]["step_seconds"] for record in ours}
+    rows = []
+    for record in torch_records:
+        model, replicas, batch = key(record)
+        rows.append({"model": model, "replicas": replicas, "batch_size": batch,
+                     "torch step s": record["result"]["step_seconds"],
+                     "rebuilt step s": rebuilt.get((model, replicas, batch))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def copy_seconds_per_byte(
+    megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None, fresh: bool = True
+) -> dict:
+    """Seconds per byte of one copy from ``device`` to ``to`` (default: the same device); median of
+    ``repeats`` after one warm-up.
+
+    ``fresh``: into a newly allocated buffer, as DataParallel's transfers do
+    (``torch.empty(..., device=to).copy_(x)``; on a CPU the first touch of fresh pages costs more than the
+    copy); otherwise into one buffer reused every time, the speed of the copy alone. From one GPU to
+    another this is the peer-to-peer copy (NVLink or PCIe) that DataParallel's phases use.
+    """
+    to = to or device
+    source = torch.rand(int(megabytes * 2**20) // 4, device=device)
+    target = torch.empty_like(source, device=to)
+    gpus = [torch.device(d) for d in dict.fromkeys((device, to)) if torch.device(d).type == "cuda"]
+    seconds = []
+    for _ in range(repeats + 1):
+        for gpu in gpus:
+            torch.cuda.synchronize(gpu)
+        started = time.perf_counter()
+        (torch.empty_like(source, device=to) if fresh else target).copy_(source)
+        for gpu in gpus:
+            torch.cuda.synchronize(gpu)
+        seconds.append(time.perf_counter() - started)
+    nbytes = source.numel() * 4
+    median = float(np.median(seconds[1:]))
+    where = f"on {device}" if to == device else f"from {device} to {to}"
+    buffer = "a fresh buffer" if fresh else "a reused buffer"
+    method = f"median of {repeats} copies of {nbytes:,} B into {buffer} {where}, after 1 warm-up"
+    return {"bytes": nbytes, "seconds": median, "seconds_per_byte": median / nbytes, "method": method}
+
+
+def stored_copy_calibration(
+    store, megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None,
+    fresh: bool = True,
+):  # fmt: skip
+    """``copy_seconds_per_byte`` through the results store."""
+    config = {"kind": "copy_calibration", "megabytes": megabytes, "repeats": repeats, "device": device,
+              "to": to or device, "fresh": fresh, "threads": torch.get_num_threads()}  # fmt: skip
+    return store.measure(config, lambda: copy_seconds_per_byte(megabytes, repeats, device, to, fresh))
 
 
 def stored_torch_dataparallel_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:

@@ -7,7 +7,9 @@ limit and clean-up. Each rank reads its settings from the JSON file ``C`` and wr
 fails writes ``DIR/rank<r>.error`` first, so that the launcher can name it.
 
 A DDP communication hook records the bytes of every gradient bucket that is all-reduced; for float32
-gradients their sum per step is exactly the model's parameter bytes.
+gradients their sum per step is exactly the model's parameter bytes. ``GlobalBatchSampler`` hands each rank
+its slice of the batches one process would take, so k ranks and one process follow the same loss
+trajectory, step by step, up to float rounding. Every step is timed, so each epoch has its spread.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader
+from tqdm import tqdm
 
 from helpers.data import load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.launch import launch
 from helpers.models import build_model, parameter_bytes
+from helpers.stats import spread
 from helpers.train import evaluate, make_optimizer, to_device
 from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
 
@@ -66,13 +70,47 @@ def recording_allreduce_hook(state: TrafficRecorder, bucket):  # DDP rejects str
     return COMPRESSION_HOOKS[state.compression](None, bucket)
 
 
+class GlobalBatchSampler:
+    """Rank r's share of each global batch of a seeded shuffle, as a DataLoader ``batch_sampler``.
+
+    Epoch e shuffles the clips with seed + e; global batch s is that permutation's clips
+    [s·B, (s+1)·B), and rank r takes its r-th slice of B/k. Together the k ranks see exactly the batches
+    that one process with batch B sees, in the same order, and DDP's average of their mean gradients is
+    that process's mean gradient. A last, partial global batch is dropped: every rank takes the same
+    number of steps. (``DistributedSampler`` instead deals clips round-robin from the permutation, so its
+    global batches differ from one process's.)
+    """
+
+    def __init__(self, samples: int, global_batch: int, world_size: int, rank: int, seed: int) -> None:
+        if global_batch % world_size or global_batch > samples:
+            raise ValueError(
+                f"a global batch of {global_batch} must divide over {world_size} ranks "
+                f"and fit in {samples} clips"
+            )
+        self.samples, self.global_batch, self.seed, self.epoch = samples, global_batch, seed, 0
+        self.per_rank = global_batch // world_size
+        self.offset = rank * self.per_rank
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.samples // self.global_batch
+
+    def __iter__(self):
+        order = torch.randperm(self.samples, generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        for start in range(0, len(self) * self.global_batch, self.global_batch):
+            yield order[start + self.offset : start + self.offset + self.per_rank].tolist()
+
+
 def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
     """Bytes each rank sends in a ring all-reduce of ``gradient_bytes``: 2(k-1)/k of them."""
     return 2 * (world_size - 1) / world_size * gradient_bytes
 
 
 def train_rank(config: dict, output: Path) -> None:
-    """Train with DDP on this rank and write ``rank<r>.json``."""
+    """Train with DDP on this rank and write ``rank<r>.json``: per epoch its wall time between barriers,
+    every step's seconds, the global batch loss of every step, and (rank 0) test figures."""
     rank, world_size, device = prepare_rank(config)
     with process_group(config, device):
         if config.get("fail_rank") == rank:
@@ -80,9 +118,10 @@ def train_rank(config: dict, output: Path) -> None:
         fsdd = load_fsdd(download=False)
         train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
         test_set = to_device(take(fsdd.split("test"), config.get("test_samples"), config["seed"]), device)
-        per_rank_batch = config["global_batch_size"] // world_size
-        sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, seed=config["seed"])
-        loader = DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler)
+        sampler = GlobalBatchSampler(
+            len(train_set), config["global_batch_size"], world_size, rank, config["seed"]
+        )
+        loader = DataLoader(train_set, batch_sampler=sampler)
         torch.manual_seed(config["seed"])
         model = build_model(config["model"]).to(device)
         ddp = DistributedDataParallel(
@@ -98,7 +137,7 @@ def train_rank(config: dict, output: Path) -> None:
             sampler.set_epoch(epoch)
             dist.barrier()
             started = time.perf_counter()
-            loss_sum, seen = torch.zeros((), device=device), 0
+            step_seconds, losses, last = [], [], started
             for inputs, targets in loader:
                 inputs, targets = inputs.to(device), targets.to(device)
                 optimizer.zero_grad(set_to_none=True)
@@ -106,13 +145,24 @@ def train_rank(config: dict, output: Path) -> None:
                 traffic.next_step()
                 loss.backward()
                 optimizer.step()
-                loss_sum += loss.detach() * len(targets)
-                seen += len(targets)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+                losses.append(loss.detach())
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                now = time.perf_counter()
+                step_seconds.append(now - last)  # the data's loading included, as in the epoch
+                last = now
             dist.barrier()
             seconds = time.perf_counter() - started
-            row = {"epoch": epoch + 1, "train_loss": loss_sum.item() / seen, "epoch_seconds": seconds}
+            global_losses = torch.stack(losses)  # each rank's mean over its slice; equal slices:
+            dist.all_reduce(global_losses)  # the global batch's mean is the mean of the ranks' means
+            global_losses = (global_losses / world_size).tolist()
+            row = {
+                "epoch": epoch + 1,
+                "train_loss": sum(global_losses) / len(global_losses),
+                "epoch_seconds": seconds,
+                "step_seconds": step_seconds,
+                "step_losses": global_losses,
+            }
             if rank == 0:
                 row["test_loss"], row["test_accuracy"] = evaluate(model, test_set)
             history.append(row)
@@ -144,7 +194,8 @@ def ddp_config(**settings) -> dict:
 
 
 def summarize_run(results: list[dict]) -> dict:
-    """What a chapter plots of one launch: last-epoch time, losses, accuracy and traffic per rank."""
+    """What a chapter plots of one launch: last-epoch time and its steps' times, losses, accuracy and
+    traffic per rank. ``steps`` counts every epoch's steps (``steps_per_epoch`` one epoch's)."""
     first = results[0]
     last = first["history"][-1]
     steps = len(first["bucket_bytes_per_step"])
@@ -152,7 +203,10 @@ def summarize_run(results: list[dict]) -> dict:
     return {
         "world_size": first["world_size"],
         "epoch_seconds": last["epoch_seconds"],
-        "method": f"wall time of epoch {last['epoch']} between barriers (epoch 1 includes warm-up)",
+        "step_seconds_all": last.get("step_seconds", []),
+        "steps_per_epoch": steps // len(first["history"]),
+        "method": f"wall time of epoch {last['epoch']} between barriers, and of each of its steps "
+        "(epoch 1 includes warm-up)",
         "train_loss": last["train_loss"],
         "train_accuracy": last.get("train_accuracy"),
         "test_accuracy": last["test_accuracy"],
@@ -175,11 +229,13 @@ def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **se
     )
 
 
-def traffic_per_epoch(model_names: list[str], batch_sizes: list[int], train_clips: int, world_size: int):
+def traffic_per_epoch(
+    model_names: list[str], batch_sizes: list[int], train_clips: int, world_sizes: list[int]
+) -> pd.DataFrame:
     """The seed's table, exactly: per epoch the input bytes stay, the all-reduced bytes fall with the steps.
 
-    One all-reduce of all gradient bytes per step (float32, no compression); ``world_size`` ranks each
-    send their ring share of it.
+    One all-reduce of all gradient bytes per step (float32, no compression); with k of ``world_sizes``
+    ranks, each rank sends its ring share of it, 2(k-1)/k of the bytes.
     """
     rows = []
     for name in model_names:
@@ -191,33 +247,80 @@ def traffic_per_epoch(model_names: list[str], batch_sizes: list[int], train_clip
                     "model": name,
                     "batch size": batch,
                     "steps": steps,
-                    "input bytes": train_clips * SAMPLE_BYTES,
+                    "input bytes (all ranks)": train_clips * SAMPLE_BYTES,
                     "all-reduced bytes": steps * gradient_bytes,
-                    f"ring bytes sent per rank (k={world_size})": round(
-                        steps * ring_bytes_per_rank(gradient_bytes, world_size)
-                    ),
+                    **{
+                        f"ring bytes sent per rank, k={k}": round(
+                            steps * ring_bytes_per_rank(gradient_bytes, k)
+                        )
+                        for k in world_sizes
+                    },
                 }
             )
     return pd.DataFrame(rows)
 
 
 def runs_frame(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
-    """One row per launch: the varied settings next to the summary (without the per-epoch history)."""
+    """One row per launch: the varied settings next to the summary (without the per-epoch history), and
+    the median, min and max of the timed epoch's steps."""
+    rows = []
+    for settings, record in runs:
+        result = record["result"]
+        row = {**settings, **{k: v for k, v in result.items() if k not in ("history", "step_seconds_all")}}
+        if result.get("step_seconds_all"):
+            timing = spread(result["step_seconds_all"])
+            row.update(step_median=timing.median, step_min=timing.low, step_max=timing.high)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sweep(
+    store, base: dict, variations: list[dict], description: str = "DDP runs"
+) -> list[tuple[dict, dict]]:
+    """``stored_ddp_run`` for each of ``variations`` (settings over ``base``; ``ranks`` picks the world
+    size): the one loop every DDP comparison of chapter 3 is. Returns (variation, record) pairs, which
+    ``runs_frame`` tabulates and ``step_times`` unrolls into steps."""
+    runs = []
+    for variation in tqdm(variations, desc=description):
+        settings = {**base, **variation}
+        ranks = settings.pop("ranks")
+        runs.append((variation, stored_ddp_run(store, ranks, **settings)))
+    return runs
+
+
+def step_times(records: list[tuple[dict, dict]]) -> pd.DataFrame:
+    """Every timed step of DDP runs, one row each, with the run's varied settings: for spread figures."""
     return pd.DataFrame(
         [
-            {**settings, **{k: v for k, v in record["result"].items() if k != "history"}}
-            for settings, record in runs
+            {**settings, "repeat": repeat, "step_seconds": seconds}
+            for settings, record in records
+            for repeat, seconds in enumerate(record["result"]["step_seconds_all"])
         ]
     )
 
 
-def parity_summary(parity: pd.DataFrame) -> dict:
-    """Largest test-accuracy gap between the most ranks and one process over seeds, against the noise.
+def loss_parity(one: dict, many: dict) -> dict:
+    """How far k ranks' per-step global losses are from one process's (same seed, global batch, data):
+    the largest absolute and relative difference over every step of every epoch."""
+    ours = [loss for row in many["result"]["history"] for loss in row["step_losses"]]
+    reference = [loss for row in one["result"]["history"] for loss in row["step_losses"]]
+    if len(ours) != len(reference):
+        raise ValueError(f"{len(ours)} steps against {len(reference)}: not the same run")
+    gaps = [abs(a - b) for a, b in zip(ours, reference, strict=True)]
+    return {
+        "steps": len(gaps),
+        "largest_abs_difference": max(gaps),
+        "largest_rel_difference": max(g / abs(b) for g, b in zip(gaps, reference, strict=True)),
+    }
 
-    The noise is the standard deviation over seeds of the one-process accuracy: a gap within about
-    two of them is run-to-run variation, not a difference made by the ranks.
+
+def parity_summary(parity: pd.DataFrame, column: str = "test_accuracy") -> dict:
+    """Largest ``column`` gap between the most ranks and one process over seeds, against the noise.
+
+    The noise is the standard deviation over seeds of the one-process figure: a gap within about two of
+    them is run-to-run variation, not a difference made by the ranks.
     """
-    table = parity.pivot(index="seed", columns="ranks", values="test_accuracy")
+    table = parity.pivot(index="seed", columns="ranks", values=column)
     gap = (table[table.columns.max()] - table[1]).abs().max()
     noise = table[1].std()
     return {"table": table, "largest_gap": float(gap), "one_process_std": float(noise)}

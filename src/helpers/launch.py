@@ -242,7 +242,8 @@ def run_processes(commands: list[list], time_limit_seconds: float, logs: Path) -
 
 
 def backend_support() -> list[dict]:
-    """What this torch build and machine offer: each backend and device, and whether a launch may use it."""
+    """What this torch build and machine offer: each backend and device, whether a launch of two ranks may
+    use it here, and the reason when it may not."""
     available = {
         "gloo": torch.distributed.is_gloo_available(),
         "nccl": torch.distributed.is_nccl_available(),
@@ -251,17 +252,19 @@ def backend_support() -> list[dict]:
     rows = []
     for backend, built in available.items():
         for device in ("cpu", "cuda"):
+            runs, reason = False, ""
             if not built:
-                verdict = "not built into this torch"
+                reason = "not built into this torch"
             elif backend == "mpi":
-                verdict = "built, not used by this study"
+                reason = "built, but not used by this study"
             else:
                 try:
                     check_request(backend, device, 2)
-                    verdict = "2 ranks: yes"
+                    runs = True
                 except ValueError as error:
-                    verdict = f"2 ranks: no ({error})"
-            rows.append({"backend": backend, "tensors on": device, "in this build": built, "here": verdict})
+                    reason = str(error)
+            rows.append({"backend": backend, "tensors on": device, "in this build": built,
+                         "2 ranks here": runs, "reason": reason})  # fmt: skip
     return rows
 
 
@@ -277,6 +280,20 @@ def run_plan(backends: list[str], device: str, world_sizes: list[int], gpus: int
                 reason = str(error)
             rows.append({"backend": backend, "ranks": size, "runs": not reason, "reason": reason})
     return pd.DataFrame(rows)
+
+
+def measured_statement(plan: pd.DataFrame) -> str:
+    """What a chapter measures on this machine and what it cannot, from its run plan: the backends that
+    run here with their largest rank count, and each refused backend with the launcher's reason."""
+    ran = plan.query("runs").groupby("backend", sort=False)["ranks"].max()
+    refused = plan.query("not runs").drop_duplicates("backend")
+    refused = refused[~refused["backend"].isin(ran.index)]
+    parts = [
+        f"**Measured here:** {', '.join(f'{b} (up to {k} ranks)' for b, k in ran.items()) or 'nothing'}."
+    ]
+    for row in refused.itertuples():
+        parts.append(f"**Not measured here: {row.backend}** — {row.reason}.")
+    return " ".join(parts)
 
 
 def main_backend(plan: pd.DataFrame) -> str:

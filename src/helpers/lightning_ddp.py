@@ -8,8 +8,9 @@ Lightning 2.0, and ``dp_strategy_status`` asks the installed Lightning what it s
 runs it; ``helpers.launch.launch(config, K, module="helpers.lightning_ddp")`` does exactly that. Lightning
 recognises torchrun's environment variables (its ``TorchElasticEnvironment``), so it starts no processes
 of its own: each rank builds a ``Trainer`` with ``devices=LOCAL_WORLD_SIZE`` and joins the process group.
-Model, data, seed, optimizer, per-rank batch, sampler, bucket size and the traffic-recording hook are
-those of ``helpers.ddp``, so the two workers' rank files, and their summaries, compare line by line.
+Model, data, seed, optimizer, per-rank batch, the sampler (``helpers.ddp.GlobalBatchSampler``, given to
+the Trainer with ``use_distributed_sampler=False``), bucket size and the traffic-recording hook are those
+of ``helpers.ddp``, so the two workers' rank files, and their summaries, compare line by line.
 
 Lightning is an optional extra (``pip install -e .[lightning]``): without it this module still imports,
 ``available()`` is False and ``stored_lightning_run`` refuses with that instruction.
@@ -24,19 +25,25 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
 from helpers.data import load_fsdd, take
 from helpers.ddp import (
+    GlobalBatchSampler,
     TrafficRecorder,
     ddp_config,
+    loss_parity,
     recording_allreduce_hook,
+    step_times,
+    stored_ddp_run,
     summarize_run,
 )
 from helpers.launch import check_request, launch
 from helpers.models import build_model, parameter_bytes
+from helpers.stats import describe_speedup, speedup, spread
 from helpers.train import evaluate, make_optimizer, to_device
 from helpers.worker import group_timeout, prepare_rank, usable_gpus, worker_main, write_rank_result
 
@@ -103,7 +110,7 @@ class Classifier(_LightningModule):
     """``build_model(name)`` with cross-entropy and ``make_optimizer``: what ``helpers.ddp`` trains.
 
     The weights are those of ``torch.manual_seed(seed)`` then ``build_model``, as in the hand-written worker.
-    Each rank sums its own training loss over the epoch (no ``self.log``: no extra synchronisation).
+    Each rank keeps its own batch losses over the epoch (no ``self.log``: no extra synchronisation).
     ``traffic`` counts the steps for the recording communication hook.
     """
 
@@ -113,20 +120,20 @@ class Classifier(_LightningModule):
         self.model = build_model(config["model"])
         self.config = config
         self.traffic = traffic
-        self.loss_sum, self.seen = torch.zeros(()), 0
+        self.losses, self.seen = [], 0
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.model(inputs)
 
     def on_train_epoch_start(self) -> None:
-        self.loss_sum, self.seen = torch.zeros((), device=self.device), 0
+        self.losses, self.seen = [], 0
 
     def training_step(self, batch, batch_index: int) -> torch.Tensor:
         if self.config.get("fail_rank") == self.global_rank:
             raise RuntimeError(f"rank {self.global_rank} fails on purpose (fail_rank={self.global_rank})")
         inputs, targets = batch
         loss = nn.functional.cross_entropy(self(inputs), targets)
-        self.loss_sum += loss.detach() * len(targets)
+        self.losses.append(loss.detach())
         self.seen += len(targets)
         return loss
 
@@ -153,18 +160,32 @@ class EpochRecorder(_Callback):
         self.test_set = to_device(self.test_set, pl_module.device)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
+        trainer.train_dataloader.batch_sampler.set_epoch(trainer.current_epoch)  # Lightning would not
         trainer.strategy.barrier()
-        self.started = time.perf_counter()
+        self.started = self.last = time.perf_counter()
+        self.step_seconds = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_index) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        now = time.perf_counter()
+        self.step_seconds.append(now - self.last)
+        self.last = now
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
         trainer.strategy.barrier()
         seconds = time.perf_counter() - self.started
+        losses = torch.stack(pl_module.losses)
+        torch.distributed.all_reduce(losses)  # the global batch's loss: the mean of the ranks' means
+        losses = (losses / trainer.world_size).tolist()
         row = {
             "epoch": trainer.current_epoch + 1,
-            "train_loss": pl_module.loss_sum.item() / pl_module.seen,
+            "train_loss": sum(losses) / len(losses),
             "epoch_seconds": seconds,
+            "step_seconds": self.step_seconds,
+            "step_losses": losses,
             "samples": pl_module.seen,
         }
         if trainer.global_rank == 0:
@@ -200,13 +221,15 @@ def train_rank(config: dict, output: Path) -> None:
         raise ValueError(
             f"Lightning runs one rank per GPU; {local_world_size} ranks on one node are too many"
         )
-    _, world_size, _ = prepare_rank(config)  # threads per rank; Lightning places the model itself
-    pl.seed_everything(config["seed"], verbose=False)  # also PL_GLOBAL_SEED: the DistributedSampler's seed
+    rank, world_size, _ = prepare_rank(config)  # threads per rank; Lightning places the model itself
+    pl.seed_everything(config["seed"], verbose=False)
     fsdd = load_fsdd(download=False)
     train_set = take(fsdd.split("train"), config.get("train_samples"), config["seed"])
     test_set = take(fsdd.split("test"), config.get("test_samples"), config["seed"])
-    per_rank_batch = config["global_batch_size"] // world_size
-    loader = DataLoader(train_set, batch_size=per_rank_batch, shuffle=True)  # Lightning swaps the sampler
+    sampler = GlobalBatchSampler(
+        len(train_set), config["global_batch_size"], world_size, rank, config["seed"]
+    )
+    loader = DataLoader(train_set, batch_sampler=sampler)
     traffic = TrafficRecorder(config.get("compression"))
     module = Classifier(config, traffic)
     recorder = EpochRecorder(test_set, traffic)
@@ -226,6 +249,7 @@ def train_rank(config: dict, output: Path) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        use_distributed_sampler=False,  # keep helpers.ddp's sampler: the same batches on the same ranks
     )
     try:
         trainer.fit(module, loader)
@@ -233,7 +257,7 @@ def train_rank(config: dict, output: Path) -> None:
         history = recorder.history
         if rank == 0:
             _, history[-1]["train_accuracy"] = evaluate(module.model, to_device(train_set, module.device))
-        sampler = trainer.train_dataloader.sampler
+        used = trainer.train_dataloader.batch_sampler
         write_rank_result(
             output,
             rank,
@@ -248,10 +272,9 @@ def train_rank(config: dict, output: Path) -> None:
                 "strategy": type(trainer.strategy).__name__,
                 "cluster_environment": type(trainer.strategy.cluster_environment).__name__,
                 "sampler": {
-                    "type": type(sampler).__name__,
-                    "seed": getattr(sampler, "seed", None),
-                    "shuffle": getattr(sampler, "shuffle", None),
-                    "num_replicas": getattr(sampler, "num_replicas", None),
+                    "type": type(used).__name__,
+                    "seed": getattr(used, "seed", None),
+                    "per_rank_batch": getattr(used, "per_rank", None),
                 },
             },
         )
@@ -294,6 +317,38 @@ def stored_lightning_run(store, world_size: int, time_limit_seconds: float = 900
             launch(worker, world_size, module=MODULE, time_limit_seconds=time_limit_seconds)
         ),
     )
+
+
+def compare(store, models, world_size: int, settings: dict) -> dict:
+    """The hand-written DDP worker against Lightning on each model it can run here, through the store.
+
+    Returns ``steps`` (every timed step, one row each, by framework) and ``table`` (per model and
+    framework: the step's median and spread, Lightning's speed-up over the hand-written loop, the last
+    loss, the test accuracy and the largest per-step relative loss difference from the hand-written
+    run); empty when no model can run.
+    """
+    runs, rows = [], []
+    for name in models:
+        configured = {**settings, "model": name}
+        try:
+            check_lightning_request(ddp_config(**configured), world_size)
+        except ValueError as error:
+            rows.append({"model": name, "framework": "Lightning", "not run": str(error)})
+            continue
+        by_hand = stored_ddp_run(store, world_size, **configured)
+        by_lightning = stored_lightning_run(store, world_size, **configured)
+        for framework, record in (("by hand", by_hand), (f"Lightning {lightning_version()}", by_lightning)):
+            runs.append(({"model": name, "framework": framework}, record))
+            result = record["result"]
+            parity = loss_parity(by_hand, record)["largest_rel_difference"]
+            change = speedup(by_hand["result"]["step_seconds_all"], result["step_seconds_all"])
+            rows.append({"model": name, "framework": framework,
+                         "step": spread(result["step_seconds_all"]).text(repeats="steps"),
+                         "against by hand": "" if record is by_hand else describe_speedup(change),
+                         "train loss": round(result["train_loss"], 4),
+                         "test accuracy": round(result["test_accuracy"], 3),
+                         "largest relative loss difference": f"{parity:.1e}"})  # fmt: skip
+    return {"steps": step_times(runs) if runs else pd.DataFrame(), "table": pd.DataFrame(rows)}
 
 
 if __name__ == "__main__":

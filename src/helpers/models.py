@@ -8,6 +8,7 @@ compute and memory on the device ("GPU choke").
 
 from __future__ import annotations
 
+import pandas as pd
 import torch
 import torchinfo
 from torch import nn
@@ -163,3 +164,41 @@ def count_saved_tensor_bytes(model: nn.Module, inputs: torch.Tensor, autocast_dt
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), autocast:
         model(inputs)
     return sum(size for pointer, size in storages.items() if pointer not in parameters)
+
+
+def size_table(names=("LinearNet", "ConvNet")) -> pd.DataFrame:
+    """Per model: parameters, their bytes, activation bytes per sample (the seed's accounting) and the
+    bytes autograd really saves for backward per sample (measured), exact integers."""
+    rows = []
+    for name in names:
+        model = build_model(name)
+        rows.append(
+            {
+                "model": name,
+                "parameters": parameter_count(model),
+                "parameter bytes": parameter_bytes(model),
+                "activation bytes per sample (seed)": activation_bytes_per_sample(model),
+                "saved for backward, bytes per sample": saved_bytes_per_sample(model)[0],
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def largest_batch_table(budgets_gib, names=("LinearNet", "ConvNet")) -> pd.DataFrame:
+    """The largest batch per model and memory budget (GiB), by the seed's accounting and as measured."""
+    rows = []
+    for name in names:
+        model = build_model(name)
+        saved, _ = saved_bytes_per_sample(model)
+        for gib in budgets_gib:
+            rows.append(
+                {
+                    "model": name,
+                    "memory GiB": gib,
+                    "largest batch (seed's accounting)": largest_batch(model, int(gib * 2**30)),
+                    "largest batch (measured)": largest_batch(
+                        model, int(gib * 2**30), activation_bytes=saved
+                    ),
+                }
+            )
+    return pd.DataFrame(rows)

@@ -10,6 +10,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
+# Repeated measurements are drawn as their median, with a band or bar from the fastest to the slowest.
+SPREAD = {"estimator": "median", "errorbar": ("pi", 100)}
 
 
 def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
@@ -97,25 +99,28 @@ def plot_training(history: pd.DataFrame, hardware: str) -> plt.Figure:
     return titled_grid(grid, "Training curves (train figures are running means over each epoch)", hardware)
 
 
-def plot_sweep(sweep: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Epoch time and throughput against batch size, one line per model."""
-    figure, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+def plot_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
+    """Epoch time and throughput against batch size, one line per model: the median of the timed steps,
+    with a band from the fastest to the slowest (``train.steps_frame`` rows)."""
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for axis, column, label in (
         (axes[0], "epoch_seconds", "seconds per epoch (estimated)"),
         (axes[1], "samples_per_second", "training samples per second"),
     ):
-        sns.lineplot(data=sweep, x="batch_size", y=column, hue="model", marker="o", ax=axis)
+        sns.lineplot(data=steps, x="batch_size", y=column, hue="model", style="model", markers=True,
+                     dashes=False, ax=axis, **SPREAD)  # fmt: skip
         axis.set(xlabel="batch size", ylabel=label)
-        plain_log_axes(axis, sorted(sweep["batch_size"].unique()))
-    method = sweep["method"].iloc[0].split(" x ")[0] + " x steps per epoch"
-    return titled(figure, f"Batch-size sweep ({method})", hardware)
+        plain_log_axes(axis, sorted(steps["batch_size"].unique()))
+    repeats = steps.groupby(["model", "batch_size"])["repeat"].count().min()
+    return titled(figure, f"Batch-size sweep: median of {repeats} timed steps, band min-max", hardware)
 
 
-def plot_precision(precision: pd.DataFrame, hardware: str) -> plt.Figure:
-    """float32 against bf16 autocast: step time and activation memory kept for backward."""
+def plot_precision(steps: pd.DataFrame, memory: pd.DataFrame, hardware: str) -> plt.Figure:
+    """float32 against bf16 autocast: step time (median, min–max bars) and activation memory kept for
+    backward (exact)."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    sns.barplot(data=precision, x="model", y="step_seconds", hue="precision", ax=axes[0])
-    sns.barplot(data=precision, x="model", y="saved_mib_per_sample", hue="precision", ax=axes[1])
+    sns.barplot(data=steps, x="model", y="step_seconds", hue="precision", ax=axes[0], capsize=0.1, **SPREAD)
+    sns.barplot(data=memory, x="model", y="saved_mib_per_sample", hue="precision", ax=axes[1])
     axes[0].set(ylabel="seconds per training step")
     axes[1].set(ylabel="MiB saved for backward per sample")
     return titled(figure, "Mixed precision (bf16 autocast) against float32", hardware)
@@ -134,18 +139,22 @@ def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     return titled_grid(grid, "One training step under torch.profiler", hardware)
 
 
-def plot_dataparallel_sweep(sweep: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Estimated epoch time against batch size, one line per replica count, one panel per model."""
+def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
+    """Estimated epoch time against batch size, one line per replica count, one panel per model: the
+    median of the timed steps with a min–max band (``dataparallel.steps_frame`` rows)."""
     grid = sns.relplot(
-        data=sweep, x="batch_size", y="epoch_seconds", hue="replicas", col="model", kind="line",
-        marker="o", palette="viridis", height=3.4, aspect=1.3, facet_kws={"sharey": False},
+        data=steps, x="batch_size", y="epoch_seconds", hue="replicas", style="replicas", col="model",
+        kind="line", markers=True, dashes=False, palette="viridis", height=3.4, aspect=1.3,
+        facet_kws={"sharey": False}, **SPREAD,
     )  # fmt: skip
     for axis in grid.axes.flat:
-        plain_log_axes(axis, sorted(sweep["batch_size"].unique()))
+        plain_log_axes(axis, sorted(steps["batch_size"].unique()))
     grid.set_axis_labels("batch size", "seconds per epoch (estimated)")
     grid.set_titles("{col_name}")
-    method = sweep["method"].iloc[0].split(" x ")[0]
-    return titled_grid(grid, f"DataParallel from primitives ({method} x steps per epoch)", hardware)
+    repeats = steps.groupby(["model", "replicas", "batch_size"])["repeat"].count().min()
+    return titled_grid(
+        grid, f"DataParallel from primitives: median of {repeats} steps, band min-max", hardware
+    )
 
 
 def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
@@ -178,28 +187,28 @@ def plot_time_against_bytes(points: pd.DataFrame, fit: dict, hardware: str) -> p
 
 
 def plot_bars(frame: pd.DataFrame, x: str, y: str, hue: str, what: str, hardware: str) -> plt.Figure:
-    """One bar chart of a measured quantity, titled with what it shows and the hardware."""
+    """One bar chart of a measured quantity, titled with what it shows and the hardware: with repeated
+    rows per bar, the median and a min–max bar."""
     figure, axis = plt.subplots(figsize=(7, 3.6))
-    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=axis)
-    axis.legend(title=hue, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    sns.barplot(data=frame, x=x, y=y, hue=hue, ax=axis, capsize=0.1, legend=hue != x, **SPREAD)
+    if hue != x:
+        axis.legend(title=hue, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return titled(figure, what, hardware)
 
 
-def plot_bucket_sweep(sweep: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Epoch time and buckets per step against DDP's ``bucket_cap_mb`` (log axis), one line per model."""
+def plot_bucket_sweep(steps: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Step time (median, min–max band) and buckets per step against DDP's ``bucket_cap_mb`` (log axis)."""
     figure, (time_axis, bucket_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    sns.lineplot(data=sweep, x="bucket_cap_mb", y="epoch_seconds", hue="model", marker="o", ax=time_axis)
-    sns.lineplot(data=sweep, x="bucket_cap_mb", y="buckets_per_step", hue="model", marker="o", ax=bucket_axis)
-    caps = sorted(sweep["bucket_cap_mb"].unique())
+    sns.lineplot(data=steps, x="bucket_cap_mb", y="step_seconds", marker="o", ax=time_axis, **SPREAD)
+    counts = steps.drop_duplicates("bucket_cap_mb")
+    sns.lineplot(data=counts, x="bucket_cap_mb", y="buckets_per_step", marker="o", ax=bucket_axis)
+    caps = sorted(steps["bucket_cap_mb"].unique())
     for axis in (time_axis, bucket_axis):
         axis.set_xscale("log")
         axis.set_xticks(caps, [f"{cap:g}" for cap in caps])
         axis.minorticks_off()
         axis.set_xlabel("bucket_cap_mb")
-    time_axis.set(ylabel="seconds per epoch (log)", yscale="log")
-    time_axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    time_axis.yaxis.set_major_formatter(PLAIN)
-    time_axis.yaxis.set_minor_formatter(NullFormatter())
+    time_axis.set(ylabel="seconds per step")
     bucket_axis.set_ylabel("buckets per step")
     bucket_axis.yaxis.set_major_locator(MaxNLocator(integer=True))
     return titled(figure, what, hardware)
@@ -218,19 +227,30 @@ def _bytes_axis(axis: plt.Axes) -> None:
     axis.set_xlabel("message size (bytes)")
 
 
-def plot_bandwidth(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """busbw against message size, one line per implementation and backend, dashes per number of ranks
-    (nccl-tests' definitions; every point is already a median, so no error band)."""
-    ok = frame[frame["status"] == "ok"].assign(
-        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"], ranks=lambda f: f["world_size"]
+def plot_bandwidth(
+    frame: pd.DataFrame, what: str, hardware: str, reference: tuple | None = None
+) -> plt.Figure:
+    """busbw against message size on log-log axes, one panel per number of ranks, one line (colour and
+    marker) per implementation and backend (nccl-tests' definitions; every point is already a median).
+    ``reference`` = (label, bytes per second) draws the link's peak (or the machine's copy speed)."""
+    ok = frame[(frame["status"] == "ok") & (frame["chunks"].fillna(1) == 1)].assign(
+        setup=lambda f: f["label"].str.replace(", S=1", "") + " · " + f["backend"] + "/" + f["device"],
+        ranks=lambda f: f["world_size"].astype(str) + " ranks",
     )
     grid = sns.relplot(
-        data=ok, x="bytes", y="busbw_GBps", hue="setup", style="ranks", col="collective", col_wrap=2,
-        kind="line", marker="o", errorbar=None, height=3.2, aspect=1.3, facet_kws={"sharey": False},
+        data=ok, x="bytes", y="busbw_GBps", hue="setup", style="setup", col="ranks", kind="line",
+        markers=True, dashes=False, errorbar=None, height=3.6, aspect=1.2,
     )  # fmt: skip
     for axis in grid.axes.flat:
         _bytes_axis(axis)
-        axis.set_ylabel("busbw (GB/s)")
+        axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(PLAIN)
+        axis.set_ylabel("busbw (GB/s, log)")
+        if reference:
+            axis.axhline(reference[1] / 1e9, color="black", linestyle="--", linewidth=1)
+            axis.annotate(f" {reference[0]}", (axis.get_xlim()[0], reference[1] / 1e9), fontsize=8,
+                          va="bottom")  # fmt: skip
+    grid.set_titles("{col_name}")
     return titled_grid(grid, what, hardware)
 
 
@@ -254,14 +274,16 @@ def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -
     return titled(figure, what, hardware)
 
 
-def plot_broadcast_pipelining(rows: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Ring broadcast time against the number of chunks S: measured points and the formula's line."""
+def plot_broadcast_pipelining(rows: pd.DataFrame, best: float, what: str, hardware: str) -> plt.Figure:
+    """Ring broadcast time against the number of chunks S: measured points, the formula's line and its
+    best chunk count S* (``collectives.model.optimal_chunks``)."""
     figure, axis = plt.subplots(figsize=(7, 3.8))
     rows = rows.sort_values("chunks")
     axis.plot(rows["chunks"], rows["seconds"], "o", label="measured")
     axis.plot(
         rows["chunks"], rows["model_seconds"], "-", color="black", linewidth=1, label="(S+k−2)(α + Nβ/S)"
     )
+    axis.axvline(best, color="grey", linestyle=":", label=f"S* = {best:.1f}")
     axis.set(xscale="log", xlabel="chunks S", ylabel="seconds")
     axis.set_xticks(rows["chunks"].unique(), [f"{c:g}" for c in rows["chunks"].unique()])
     axis.minorticks_off()
@@ -269,27 +291,21 @@ def plot_broadcast_pipelining(rows: pd.DataFrame, what: str, hardware: str) -> p
     return titled(figure, what, hardware)
 
 
-def plot_stale_training(history: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Batch loss and test accuracy against step, one line per staleness (0 = synchronous SGD)."""
+def plot_stale_training(history: pd.DataFrame, evaluated_on: str, what: str, hardware: str) -> plt.Figure:
+    """Batch loss and accuracy against step, one line per staleness (0 = synchronous SGD)."""
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
     smoothed = history.assign(
         batch_loss=history.groupby("staleness")["batch_loss"].transform(
             lambda s: s.rolling(5, min_periods=1).mean()
         )
     )
-    sns.lineplot(data=smoothed, x="step", y="batch_loss", hue="staleness", palette="viridis", ax=loss_axis)
-    tested = history.dropna(subset=["test_accuracy"])
-    sns.lineplot(
-        data=tested,
-        x="step",
-        y="test_accuracy",
-        hue="staleness",
-        palette="viridis",
-        marker="o",
-        ax=accuracy_axis,
-    )
+    sns.lineplot(data=smoothed, x="step", y="batch_loss", hue="staleness", style="staleness",
+                 palette="viridis", ax=loss_axis)  # fmt: skip
+    evaluated = history.dropna(subset=["eval_accuracy"])
+    sns.lineplot(data=evaluated, x="step", y="eval_accuracy", hue="staleness", style="staleness",
+                 palette="viridis", markers=True, ax=accuracy_axis)  # fmt: skip
     loss_axis.set_ylabel("training batch loss (mean of 5)")
-    accuracy_axis.set_ylabel("test accuracy")
+    accuracy_axis.set_ylabel(f"accuracy on the {evaluated_on} clips")
     return titled(figure, what, hardware)
 
 
@@ -345,3 +361,139 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
         axis.title.set_size(9)
     axes[0][0].legend(frameon=False)
     return titled(figure, what, hardware)
+
+
+def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None) -> plt.Figure:
+    """Predicted single-GPU step time against batch, one line per GPU, one panel per model (log-log);
+    measured GPU steps as crosses where the study has them. Predictions: titled as such."""
+    grid = sns.relplot(
+        data=predicted, x="batch", y="step_seconds", hue="gpu", style="gpu", col="model", kind="line",
+        markers=True, dashes=False, height=3.4, aspect=1.2, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        model = axis.get_title().split(" = ")[-1]
+        if measured is not None and len(measured):
+            points = measured[measured["model"] == model]
+            axis.plot(points["batch"], points["step_seconds"], "kX", markersize=8, label="measured")
+        plain_log_axes(axis, sorted(predicted["batch"].unique()))
+        axis.set(xlabel="batch per GPU", ylabel="seconds per step")
+    grid.set_titles("{col_name}")
+    return titled_grid(grid, "One training step on one GPU: the roofline's prediction", "PREDICTIONS")
+
+
+def plot_gpu_speedups(frame: pd.DataFrame, what: str) -> plt.Figure:
+    """Predicted speed-up against GPU count, one line per link (colour) and method (dashes), one panel
+    per model, with perfect scaling drawn; every figure of GPUs we do not have is a prediction."""
+    grid = sns.relplot(
+        data=frame, x="gpus", y="speedup", hue="link", style="method", col="model", kind="line",
+        markers=True, height=3.4, aspect=1.15, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        top = frame["gpus"].max()
+        axis.plot([1, top], [1, top], color="grey", linewidth=0.8, linestyle=":", label="perfect scaling")
+        axis.axhline(1, color="grey", linewidth=0.8)
+        axis.set(xlabel="GPUs", ylabel="speed-up over one GPU")
+    grid.set_titles("{col_name}")
+    return titled_grid(grid, what, "PREDICTIONS")
+
+
+def plot_decision_map(frame: pd.DataFrame, categories: tuple, what: str) -> plt.Figure:
+    """Per model (rows) and link (columns): each global batch × GPU count coloured by its decision."""
+    models, links = list(frame["model"].unique()), list(frame["link"].unique())
+    figure, axes = plt.subplots(len(models), len(links), figsize=(3.1 * len(links), 2.9 * len(models)),
+                                sharex=True, sharey=True, squeeze=False)  # fmt: skip
+    colours = sns.color_palette("RdYlGn", len(categories))
+    codes = {category: index for index, category in enumerate(categories)}
+    for row, model in enumerate(models):
+        for column, link in enumerate(links):
+            axis = axes[row][column]
+            cells = frame[(frame["model"] == model) & (frame["link"] == link)]
+            table = cells.pivot(index="gpus", columns="global_batch", values="decision").map(codes.get)
+            sns.heatmap(table.astype(float), ax=axis, cmap=colours, vmin=-0.5, vmax=len(categories) - 0.5,
+                        cbar=False, linewidths=0.3, linecolor="white")  # fmt: skip
+            axis.invert_yaxis()
+            axis.set(title=f"{model} · {link}", xlabel="global batch" if row == len(models) - 1 else "",
+                     ylabel="GPUs" if column == 0 else "")  # fmt: skip
+            axis.title.set_size(8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[codes[c]]) for c in categories]
+    figure.legend(handles, categories, loc="lower center", ncol=len(categories), frameon=False,
+                  bbox_to_anchor=(0.5, -0.02))  # fmt: skip
+    figure.suptitle(f"{what}\nPREDICTIONS", fontsize=11)
+    figure.tight_layout(rect=(0, 0.05, 1, 1))
+    return figure
+
+
+def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
+    """The seed's experiment predicted: epoch time against batch size for 1–4 GPUs, one panel per model."""
+    grid = sns.relplot(
+        data=check, x="global_batch", y="epoch_seconds", hue="gpus", style="gpus", col="model", kind="line",
+        markers=True, dashes=False, palette="viridis", height=3.4, aspect=1.2, facet_kws={"sharey": False},
+    )  # fmt: skip
+    for axis in grid.axes.flat:
+        plain_log_axes(axis, sorted(check["global_batch"].unique()))
+        axis.set(xlabel="batch size", ylabel="seconds per epoch of 2,000 clips")
+    grid.set_titles("{col_name}")
+    hardware = f"{check['gpu'].iloc[0]} over {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
+    return titled_grid(grid, "The seed's experiment, predicted", hardware)
+
+
+def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Speed-up against ranks, strong and weak scaling side by side, one line per model with bars from
+    the slowest to the fastest pairing (``scaling.efficiency_table``), and the ideal S(k) = k."""
+    kinds = [kind for kind in ("strong", "weak") if kind in set(table["scaling"])]
+    figure, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False, sharey=True)
+    for axis, kind in zip(axes[0], kinds, strict=True):
+        part = table[table["scaling"] == kind]
+        for (model, rows), marker in zip(part.groupby("model"), "os^", strict=False):
+            rows = rows.sort_values("ranks")
+            errors = [rows["speedup"] - rows["speedup_low"], rows["speedup_high"] - rows["speedup"]]
+            axis.errorbar(rows["ranks"], rows["speedup"], yerr=errors, marker=marker, capsize=3, label=model)
+        ranks = sorted(part["ranks"].unique())
+        axis.plot(ranks, ranks, color="black", linewidth=1, linestyle="--", label="ideal: S(k) = k")
+        axis.set(xlabel="ranks k", ylabel="speed-up S(k)", title=f"{kind} scaling", xticks=ranks)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, hardware)
+
+
+def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: str) -> plt.Figure:
+    """Steps to the target against the global batch, log-log: each seed a point, the median a line, per
+    learning-rate rule; the fitted S(B) = S_min (1 + B_crit/B) dashed."""
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    reached = table.dropna(subset=["steps"])
+    sns.lineplot(data=reached, x="global_batch", y="steps", hue="rule", style="rule", markers=True,
+                 dashes=False, ax=axis, **SPREAD)  # fmt: skip
+    batches = sorted(table["global_batch"].unique())
+    for rule, fit in fits.items():
+        if 0 < fit["b_crit"] < float("inf"):
+            curve = [fit["s_min"] * (1 + fit["b_crit"] / b) for b in batches]
+            axis.plot(batches, curve, linestyle="--", linewidth=1, color="grey",
+                      label=f"fit ({rule}): B_crit = {fit['b_crit']:.0f}")  # fmt: skip
+    plain_log_axes(axis, batches)
+    axis.set(xlabel="global batch B", ylabel="steps to the target loss")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, hardware)
+
+
+def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """The gradient noise scale B_simple and the training loss against the training step."""
+    figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
+    sns.lineplot(data=points, x="step", y="b_simple", marker="o", ax=noise_axis)
+    noise_axis.set(ylabel="B_simple = tr(Σ) / |G|²", yscale="log")
+    noise_axis.yaxis.set_major_formatter(PLAIN)
+    sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
+    loss_axis.set(ylabel="loss on the training clips")
+    return titled(figure, what, hardware)
+
+
+def plot_memory(table: pd.DataFrame, what: str) -> plt.Figure:
+    """Bytes on the busiest device per ZeRO stage, stacked by what they hold, one panel per model
+    (``sharding.memory.device_table``); arithmetic, so no hardware in the title."""
+    parts = ["parameters", "gradients", "optimizer", "activations"]
+    models = list(dict.fromkeys(table["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        rows = table[table["model"] == model].set_index("stage")[parts] / 2**20
+        rows.plot.bar(stacked=True, ax=axis, legend=False, rot=0)
+        axis.set(xlabel="ZeRO stage (0 = DDP)", ylabel="MiB on the busiest device", title=model)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what)

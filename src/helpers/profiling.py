@@ -12,6 +12,7 @@ import warnings
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before the profiler loads: no GPU probing noise on CPU
 
+import pandas as pd
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
@@ -88,6 +89,11 @@ def profile_training_step(
     }
 
 
+def phase_frame(profiles: dict[str, dict]) -> pd.DataFrame:
+    """The phases of ``{model: profile_training_step result}``, one row per model and phase."""
+    return pd.concat([pd.DataFrame(p["phases"]).assign(model=name) for name, p in profiles.items()])
+
+
 def host_device_verdict(result: dict) -> str:
     """One sentence on whether the host runs ahead of the device in a profiled step."""
     host = result["host_seconds"]
@@ -106,3 +112,20 @@ def host_device_verdict(result: dict) -> str:
         f"The host spent {host * 1e3:.1f} ms against {device * 1e3:.1f} ms of GPU work: the GPU waits "
         "for Python and kernel launches, so larger batches (or fewer, larger kernels) would help."
     )
+
+
+def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
+    """The ``rows`` costliest operators of a profiled step, self time in milliseconds (the device's column
+    only where there is a device apart from the host)."""
+    frame = pd.DataFrame(result["operators"]).head(rows)
+    frame = frame.dropna(axis=1, how="all")
+    times = [column for column in frame if column.endswith("_seconds")]
+    frame[times] = frame[times] * 1e3
+    return frame.rename(columns={c: c.replace("_self_seconds", " self ms") for c in times})
+
+
+def time_ratio(result: dict, operator: str, reference: str) -> float:
+    """Self time of ``operator`` over that of ``reference`` in a profiled step (device time on a GPU)."""
+    column = "device_self_seconds" if result["device_seconds"] is not None else "host_self_seconds"
+    seconds = {row["operator"]: row[column] for row in result["operators"]}
+    return seconds[operator] / seconds[reference]

@@ -12,6 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 from torch import nn
 from torch.profiler import record_function
@@ -19,8 +20,9 @@ from torch.utils.data import TensorDataset
 from tqdm import tqdm
 
 from helpers.data import FSDD_VERSION
-from helpers.models import build_model
+from helpers.models import MIB, build_model, saved_bytes_per_sample
 from helpers.results import ResultStore
+from helpers.stats import speedup
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
@@ -152,6 +154,7 @@ class TrainingRun:
 
     history: list[dict] = field(default_factory=list)
     method: str = ""
+    step_losses: list[float] = field(default_factory=list)
 
     @property
     def epoch_seconds(self) -> float:
@@ -177,6 +180,7 @@ def train(
 
     ``train_loss`` and ``train_accuracy`` are averaged over the epoch's steps while the weights change
     (the usual running figures); the test figures are evaluated on the whole test set after the epoch.
+    ``step_losses`` keeps every step's batch loss (the loss curve chapter 5 fits).
     """
     check_positive(epochs=epochs, batch_size=batch_size)
     target = pick_device(device)
@@ -188,6 +192,7 @@ def train(
     warm_up(model, optimizer, lr, inputs[:batch_size], targets[:batch_size], warmup_steps)
     generator = torch.Generator().manual_seed(seed)
     run = TrainingRun(method=f"full epoch, after {warmup_steps} warm-up step(s) on a copy")
+    step_losses = []
     for epoch in tqdm(range(1, epochs + 1), desc=f"{model_name} bs={batch_size}", disable=not progress):
         loss_sum = torch.zeros((), device=target)
         correct = torch.zeros((), device=target, dtype=torch.long)
@@ -199,6 +204,7 @@ def train(
                 )
                 loss_sum += loss * len(index)
                 correct += (logits.argmax(1) == targets[index]).sum()
+                step_losses.append(loss)
         test_loss, test_accuracy = evaluate(model, test_on)
         run.history.append(
             {
@@ -210,6 +216,7 @@ def train(
                 "epoch_seconds": timer.seconds,
             }
         )
+    run.step_losses = torch.stack(step_losses).tolist()
     return run
 
 
@@ -297,7 +304,8 @@ def stored_training(store: ResultStore, model: str, train_set, test_set, **setti
 
     def run() -> dict:
         result = train(model, train_set, test_set, **settings)
-        return {"history": result.history, "method": result.method, "epoch_seconds": result.epoch_seconds}
+        return {"history": result.history, "method": result.method, "epoch_seconds": result.epoch_seconds,
+                "step_losses": result.step_losses}  # fmt: skip
 
     return store.measure(config, run)
 
@@ -322,11 +330,63 @@ def stored_step_timing(store: ResultStore, model: str, train_set, **settings) ->
     )
 
 
+def history_frame(records: dict[str, dict]) -> pd.DataFrame:
+    """Per-epoch history of each model's training record (``{model: record}``), one row per epoch."""
+    return pd.concat(
+        [pd.DataFrame(record["result"]["history"]).assign(model=name) for name, record in records.items()],
+        ignore_index=True,
+    )
+
+
+def steps_frame(records: list[dict]) -> pd.DataFrame:
+    """Every timed step of ``step_timing`` records, one row each (with the record's settings), and the
+    epoch seconds and samples per second that step implies: the long form that figures draw medians and
+    spreads from."""
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        settings = {k: v for k, v in config.items() if k != "kind"}
+        for repeat, seconds in enumerate(result["step_seconds_all"]):
+            rows.append(
+                {**settings, "repeat": repeat, "step_seconds": seconds,
+                 "epoch_seconds": seconds * result["steps_per_epoch"],
+                 "samples_per_second": config["batch_size"] / seconds, "method": result["method"]}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def precision_comparison(store: ResultStore, names, train_set, batch_size: int, **settings) -> dict:
+    """float32 against bf16 autocast for each model: timed steps (``steps_frame`` rows with a
+    ``precision`` column), the bytes autograd saves per sample under each (exact), and the speed-up of
+    bf16 with its interval and verdict (``helpers.stats.speedup``)."""
+    steps, memory, verdicts = [], [], {}
+    for name in names:
+        timed = {}
+        for precision, autocast in (("float32", None), ("bf16", "bf16")):
+            record = stored_step_timing(store, name, train_set, batch_size=batch_size, autocast=autocast,
+                                        **settings)  # fmt: skip
+            steps.append(steps_frame([record]).assign(precision=precision))
+            timed[precision] = record["result"]["step_seconds_all"]
+            dtype = torch.bfloat16 if autocast else None
+            saved, fixed = saved_bytes_per_sample(build_model(name), dtype)
+            memory.append({"model": name, "precision": precision, "saved_mib_per_sample": saved / MIB,
+                           "saved_mib_fixed": fixed / MIB})  # fmt: skip
+        verdicts[name] = speedup(timed["float32"], timed["bf16"])
+    return {
+        "steps": pd.concat(steps, ignore_index=True),
+        "memory": pd.DataFrame(memory),
+        "speedups": verdicts,
+    }
+
+
+def spread_table(steps: pd.DataFrame, by: list[str], column: str = "epoch_seconds") -> pd.DataFrame:
+    """Median, min and max of ``column`` per group of ``by``, and the number of repeats."""
+    return steps.groupby(by)[column].agg(median="median", min="min", max="max", repeats="count").reset_index()
+
+
 def main() -> None:
     """``python -m helpers.train``: train one model on the full official split and store the record."""
     import argparse
-
-    import pandas as pd
 
     from helpers.data import load_fsdd
 

@@ -85,11 +85,24 @@ def ring_broadcast_seconds(
 ) -> float:
     """Ring broadcast of ``nbytes`` in S = ``chunks`` pipelined chunks: (S+k−2)(α + n/S·β).
 
-    S = 1 is the naive ring, (k−1)(α + nβ); as S grows the time tends to nβ (+ the latencies).
+    S = 1 is the naive ring, (k−1)(α + nβ). More chunks overlap the hops but each adds a latency α: the
+    time is smallest at ``optimal_chunks`` and grows again beyond it.
     """
     if world_size == 1:
         return 0.0
     return (chunks + world_size - 2) * message_seconds(nbytes / chunks, alpha_seconds, seconds_per_byte)
+
+
+def optimal_chunks(nbytes: float, world_size: int, alpha_seconds: float, seconds_per_byte: float) -> float:
+    """The chunk count S* that minimises the pipelined ring broadcast's (S+k−2)(α + Nβ/S).
+
+    d/dS = α − (k−2)·Nβ/S² = 0 gives S* = √((k−2)·Nβ/α): more chunks overlap the hops, each adds α.
+    With two ranks there is one hop and nothing to overlap, so S* = 1: every extra chunk only adds
+    latency. At S* the time is (√(Nβ) + √((k−2)α))²: it approaches Nβ only as α → 0.
+    """
+    if world_size <= 2 or alpha_seconds <= 0:
+        return 1.0 if world_size <= 2 else math.inf
+    return max(1.0, math.sqrt((world_size - 2) * nbytes * seconds_per_byte / alpha_seconds))
 
 
 def bus_bandwidth_factor(operation: str, world_size: int) -> float:
@@ -158,17 +171,20 @@ def bytes_per_step_by_topology(
 ) -> list[dict]:
     """Bytes one data-parallel step moves to combine k gradients of N bytes, for each topology (exact ints).
 
-    ``bytes_moved`` counts every byte once, at its sender; ``busiest_link_bytes`` is what the busiest
-    participant's link carries in and out together (that link sets the step's communication time), and
-    ``worker_link_bytes`` what a worker's link carries. Ring chunks are whole elements of
-    ``element_bytes`` split like ``torch.tensor_split``.
+    Every count is per direction: links are full duplex, so what limits a step is the larger of what a
+    participant sends and what it receives. ``bytes_moved`` counts every byte once, at its sender;
+    ``busiest_link_bytes`` is the busiest participant's larger direction (that link sets the step's
+    communication time) and ``worker_link_bytes`` a worker's. Ring chunks are whole elements of
+    ``element_bytes``, split like ``torch.tensor_split``.
 
-    - parameter server on the CPU: each worker sends N up and receives N down; the server's link
-      carries kN in and kN out.
-    - all-reduce on the devices (direct exchange): each device sends its N to every other device and
-      sums what it receives: (k−1)N out and (k−1)N in per device, k(k−1)N in all.
-    - s sharded parameter servers: each worker sends N/s to each server and gets N/s back; a server's
-      link carries 2kN/s (its largest shard).
+    - parameter server on the CPU (the seed's picture): each of k workers sends N and receives N; the
+      server receives kN and sends kN.
+    - parameter server on one of the ranks (``p2p.parameter_server_step``): its own gradient need not
+      travel, so it receives (k−1)N and sends (k−1)N.
+    - all-reduce on the devices (direct exchange): each device sends its N to every other device:
+      (k−1)N each way per device, k(k−1)N in all.
+    - s sharded parameter servers: each worker sends N/s to each server and gets N/s back; a server
+      receives and sends k times its largest shard.
     - ring all-reduce: 2(k−1) steps of N/k: each rank sends and receives 2(k−1)/k·N.
     """
     n, k, s = gradient_bytes, world_size, shards
@@ -183,30 +199,39 @@ def bytes_per_step_by_topology(
     # rank r sends every chunk but (r+1) % k in the reduce-scatter and every chunk but (r+2) % k after
     ring_sent = [2 * n - chunks[(r + 1) % k] - chunks[(r + 2) % k] for r in range(k)] if k > 1 else [0]
     ring_received = [ring_sent[(r - 1) % k] for r in range(k)]
-    ring_link = max(sent + received for sent, received in zip(ring_sent, ring_received, strict=True))
+    ring_link = max(max(sent, received) for sent, received in zip(ring_sent, ring_received, strict=True))
+    on_rank = (k - 1) * n
     return [
         {
-            "topology": "parameter server (CPU)",
+            "topology": "parameter server on the CPU",
             "bytes_moved": 2 * k * n,
-            "busiest_link_bytes": 2 * k * n,
+            "busiest_link_bytes": k * n,
             "busiest": "the server",
-            "worker_link_bytes": 2 * n,
+            "worker_link_bytes": n,
             "suits": "few workers; the server's link grows with k and becomes the bottleneck",
+        },
+        {
+            "topology": "parameter server on a rank",
+            "bytes_moved": 2 * on_rank,
+            "busiest_link_bytes": on_rank,
+            "busiest": "the server rank" if k > 2 else "both ranks",
+            "worker_link_bytes": n if k > 1 else 0,
+            "suits": "the same as on the CPU, one gradient fewer to move",
         },
         {
             "topology": "all-reduce on the devices",
             "bytes_moved": k * (k - 1) * n,
-            "busiest_link_bytes": 2 * (k - 1) * n,
+            "busiest_link_bytes": (k - 1) * n,
             "busiest": "every device",
-            "worker_link_bytes": 2 * (k - 1) * n,
+            "worker_link_bytes": (k - 1) * n,
             "suits": "a few devices joined all-to-all (NVLink/NVSwitch); traffic grows as k²",
         },
         {
             "topology": f"sharded parameter servers (s={s})",
             "bytes_moved": 2 * k * n,
-            "busiest_link_bytes": max(2 * k * largest_shard, 2 * n),
-            "busiest": "each server" if 2 * k * largest_shard >= 2 * n else "every worker",
-            "worker_link_bytes": 2 * n,
+            "busiest_link_bytes": max(k * largest_shard, n),
+            "busiest": "each server" if k * largest_shard >= n else "every worker",
+            "worker_link_bytes": n,
             "suits": "many workers when servers can be added (s ≈ k spreads the load); asynchronous updates",
         },
         {

@@ -209,3 +209,31 @@ def parameter_server_step(tensor: torch.Tensor, server: int = 0) -> torch.Tensor
     if k == 1 or tensor.numel() == 0:
         return tensor
     return _in_place(tensor, 1, parameter_server_schedule(rank, k, server))
+
+
+def one_message_at_a_time_schedule(rank: int, world_size: int) -> list[Step]:
+    """The naive ring's step posted the way the first version of this module did: receive from the left
+    as one step, then send to the right as the next. It is here to fail ``unmatched_messages``: under
+    NCCL, where a message blocks until its peer joins, each rank would wait for its left neighbour."""
+    k = world_size
+    left, right = (rank - 1) % k, (rank + 1) % k
+    return [Step(receives=((left, 0),)), Step(sends=((right, 0),))]
+
+
+SCHEDULES = {
+    "ring all-reduce": lambda rank, k: ring_all_reduce_schedule(rank, k),
+    "ring broadcast, 4 chunks": lambda rank, k: ring_broadcast_schedule(rank, k, 0, 4),
+    "parameter server": lambda rank, k: parameter_server_schedule(rank, k, 0),
+    "one message at a time (naive)": one_message_at_a_time_schedule,
+}
+
+
+def lockstep_table(world_sizes) -> list[dict]:
+    """For each schedule and rank count: its steps per rank and how many messages meet no partner."""
+    rows = []
+    for name, schedule in SCHEDULES.items():
+        for k in world_sizes:
+            schedules = [schedule(rank, k) for rank in range(k)]
+            rows.append({"schedule": name, "ranks": k, "steps per rank": len(schedules[0]),
+                         "unmatched messages": len(unmatched_messages(schedules))})  # fmt: skip
+    return rows

@@ -21,7 +21,7 @@ from helpers.train import check_positive, evaluate, make_optimizer, step_batches
 def stale_gradient_training(
     model_name: str,
     train: TensorDataset,
-    test: TensorDataset,
+    evaluation: TensorDataset,
     staleness: int,
     steps: int,
     batch_size: int,
@@ -37,7 +37,7 @@ def stale_gradient_training(
     staleness+1 parameter snapshots; early steps use the oldest one there is. Staleness 0 is synchronous
     SGD. Batches are ``helpers.train.step_batches`` of a seeded shuffle, so runs differ only in staleness.
     Returns per step the loss of the batch (at the parameters it was computed on) and, every
-    ``eval_every`` steps and at the end, the current parameters' test loss and accuracy.
+    ``eval_every`` steps and at the end, the current parameters' loss and accuracy on ``evaluation``.
     """
     if not isinstance(staleness, int) or staleness < 0:
         raise ValueError(f"staleness must be a non-negative integer, not {staleness!r}")
@@ -62,22 +62,29 @@ def stale_gradient_training(
         updater.step()
         row = {"step": step, "staleness": staleness, "batch_loss": loss.item()}
         if step % eval_every == 0 or step == steps:
-            row["test_loss"], row["test_accuracy"] = evaluate(model, test)
+            row["eval_loss"], row["eval_accuracy"] = evaluate(model, evaluation)
         history.append(row)
     return {
         "history": history,
         "method": f"{optimizer} (lr {lr}), batch {batch_size}, gradients {staleness} step(s) stale; "
-        f"test figures every {eval_every} steps",
+        f"evaluated every {eval_every} steps",
     }
 
 
-def stored_stale_training(store, model_name: str, staleness: int, train_samples: int | None, **settings):
-    """``stale_gradient_training`` on FSDD clips through the results store (seeded subset of the split)."""
+def stored_stale_training(
+    store, model_name: str, staleness: int, train_samples: int | None, evaluate_on: str = "train", **settings
+):
+    """``stale_gradient_training`` on FSDD clips through the results store (seeded subset of the split),
+    evaluated on those training clips (``evaluate_on`` "train": what a model that memorises, like
+    LinearNet, visibly learns) or on the test split ("test")."""
+    if evaluate_on not in ("train", "test"):
+        raise ValueError(f"evaluate_on must be 'train' or 'test', not {evaluate_on!r}")
     config = {
         "kind": "stale_training",
         "model": model_name,
         "staleness": staleness,
         "train_samples": train_samples,
+        "evaluate_on": evaluate_on,
         "threads": torch.get_num_threads(),
         **settings,
     }
@@ -85,6 +92,7 @@ def stored_stale_training(store, model_name: str, staleness: int, train_samples:
     def measure() -> dict:
         fsdd = load_fsdd()
         train_set = take(fsdd.split("train"), train_samples, settings["seed"])
-        return stale_gradient_training(model_name, train_set, fsdd.split("test"), staleness, **settings)
+        evaluation = train_set if evaluate_on == "train" else fsdd.split("test")
+        return stale_gradient_training(model_name, train_set, evaluation, staleness, **settings)
 
     return store.measure(config, measure)

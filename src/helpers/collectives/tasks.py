@@ -36,6 +36,9 @@ from helpers.worker import prepare_rank, process_group, worker_main, write_rank_
 # the "[/pytorch/third_party/gloo/…/unbound_buffer.cc:78] " that starts gloo's errors
 SOURCE_LOCATION = re.compile(r"^\s*\[[^\]]+:\d+\]\s*")
 PROBE_MAX_BYTES = 2**20  # the benchmark's probe times each operation at its smallest size and at this one
+# A line through two small probes misses what makes large messages dearer per byte (caches, fresh pages):
+# the plan charges each case this many times its predicted time.
+PROBE_SAFETY = 2.0
 
 
 def short_error(error: BaseException, limit: int = 160) -> str:
@@ -353,9 +356,10 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
     rank's time, algbw = bytes / seconds and busbw = algbw × the collective's bus factor.
 
     A probe first times every case at two sizes (``_probe``) and predicts each case's iterations from the
-    line through them; cases that would overrun ``config["time_budget_seconds"]`` are skipped and say so
-    (``budget_plan``), so that gigabyte messages, Gloo's host staging of CUDA tensors or a parameter
-    server moving k×N per call cannot push a launch past its wall-clock limit. Every rank plans from the
+    line through them, charged ``PROBE_SAFETY`` times; cases that would overrun
+    ``config["time_budget_seconds"]`` are skipped and say so (``budget_plan``), so that gigabyte
+    messages, Gloo's host staging of CUDA tensors or a parameter server moving k×N per call cannot push
+    a launch past its wall-clock limit. Every rank plans from the
     same slowest-rank probe, so all ranks run the same cases. At each size the operations take turns
     iteration by iteration, so that background load slows them alike.
     """
@@ -369,7 +373,7 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
             key = (case["operation"], case["chunks"])
             if key in lines:
                 intercept, slope = lines[key]
-                predicted = calls * (barrier + intercept + slope * case["bytes"])
+                predicted = PROBE_SAFETY * calls * (barrier + intercept + slope * case["bytes"])
                 planned.append(
                     {"case": key, "bytes": case["bytes"], "size": size, "predicted_seconds": predicted}
                 )
