@@ -83,10 +83,17 @@ def test_loss_curves_and_their_held_out_predictions(tmp_path):
         {"kind": "stale_training", "model": "ConvNet", "staleness": 4}, lambda: {"history": history}
     )
     short = [{"epoch": 1, "train_loss": 2.0}, {"epoch": 2, "train_loss": 1.5}]
-    store.measure({"kind": "training", "model": "LinearNet"}, lambda: {"history": short})
-    curves = lossfit.loss_curves([store])
-    # the stale curve and the short one are left out
-    assert [c["curve"] for c in curves] == ["ConvNet, chapter 4 synchronous SGD (curves)"]
+    store.measure(
+        {"kind": "training", "model": "LinearNet"}, lambda: {"history": short, "step_losses": [2.0]}
+    )
+    ddp_history = [{"step_losses": [2.3, 2.2, 2.1]}, {"step_losses": [2.0, 1.9, 1.8]}]
+    store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 2}, lambda: {"history": ddp_history})
+    curves = {c["curve"]: c for c in lossfit.loss_curves([store])}
+    # the stale curve and the short one are left out; DDP's epochs join into one curve of steps
+    assert sorted(curves) == ["ConvNet, chapter 3 DDP, 2 rank(s)", "ConvNet, chapter 4 SGD"]
+    ddp_curve = curves["ConvNet, chapter 3 DDP, 2 rank(s)"]
+    assert ddp_curve["losses"] == [2.3, 2.2, 2.1, 2.0, 1.9, 1.8] and ddp_curve["steps"] == [1, 2, 3, 4, 5, 6]
+    curves = [curves["ConvNet, chapter 4 SGD"]]
     predictions = lossfit.loss_predictions(curves, fit_fraction=0.5, target_at=0.75)
     row = predictions.iloc[0]
     assert row["fitted_points"] == 20 and row["measured_step"] == 30

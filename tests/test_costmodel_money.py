@@ -114,3 +114,28 @@ def test_epochs_to_accuracy():
     history = [{"epoch": 1, "test_accuracy": 0.3}, {"epoch": 2, "test_accuracy": 0.61}, {"epoch": 3}]
     assert money.epochs_to_accuracy(history, 0.6) == 2
     assert money.epochs_to_accuracy(history, 0.9) is None
+
+
+def test_the_seed_quoted_beside_its_exact_figures():
+    table = money.seed_break_even_table("8000", "1.50").set_index("case")
+    assert table.loc["standard", "the seed says"] == "~5,250 hours … ~2.5 years"
+    assert table.loc["standard", "exact hours"] == "5,333 1/3 (≈ 5,333.3)"
+    assert table.loc["standard", "exact years"] == "2 2/3 (≈ 2.67)"
+    assert table.loc["adjusted by −30 %", "the seed says"] == "~3,750 hours … ~1.75 years"
+    assert table.loc["adjusted by −30 %", "exact hours"] == "3,733 1/3 (≈ 3,733.3)"
+    assert table.loc["adjusted by −30 %", "exact years"] == "1 13/15 (≈ 1.87)"
+
+
+def test_one_dated_price_table():
+    table = money.price_table()
+    assert table["date"].str.len().min() >= 4 and table["source"].str.len().min() > 10
+    assert money.hourly_price_per_gpu("H100 SXM 80 GB") == Fraction("55.04") / 8
+    assert money.hourly_price_per_gpu("A100 SXM 80 GB") == Fraction("27.44705") / 8  # p4de, not p4d's 40 GB
+    assert money.hourly_price_per_gpu("GTX 1080 Ti") is None  # a card to buy, not rent
+    assert table.set_index("offer").loc["AWS p3.8xlarge", "dollars_per_gpu"] == Fraction("3.06")
+
+
+def test_an_epoch_measured_on_fewer_clips_is_scaled_by_its_steps():
+    # chapter 3 timed 8 steps of 50 on 400 clips; the full split takes 54: 6.75 times as long
+    assert money.scale_epoch("10", measured_samples=400, samples=2700, batch=50) == Fraction(135, 2)
+    assert money.scale_epoch(3, measured_samples=100, samples=101, batch=50) == Fraction(9, 2)

@@ -241,6 +241,13 @@ def test_validate_mape_arithmetic():
     assert summary.loc[("M", "x"), "max_ape_percent"] == pytest.approx(10)
     assert summary.loc[("N", "x"), "mape_percent"] == pytest.approx(50)
     assert summary.loc[("N", "y"), "points"] == 1
+    assert "within_measured_range" not in summary  # these measurements carry no spread
+    ranged = measured.assign(step_min=[0.9, 1.9, 3.0, 0.4], step_max=[1.2, 2.1, 5.0, 0.6])
+    spread_summary = timemodel.validation_summary(timemodel.validate(predictions, ranged))
+    spread_summary = spread_summary.set_index(["model", "method"])
+    assert spread_summary.loc[("M", "x"), "within_measured_range"] == 2  # 1.8 lies below b's 1.9
+    assert spread_summary.loc[("M", "x"), "measured_range_percent"] == pytest.approx(30)  # 30, 10, 50 %
+    assert spread_summary.loc[("M", "x"), "min_ape_percent"] == 0
     with pytest.raises(ValueError, match="measurement"):
         timemodel.validate(
             pd.DataFrame({"measurement": ["z"], "method": ["x"], "predicted_seconds": [1.0]}), measured
@@ -259,13 +266,13 @@ def test_measured_frame_turns_records_into_step_times():
                 "epochs": 2,
                 "bucket_cap_mb": 25,
             },
-            "result": {"epoch_seconds": 1.6, "steps": 16, "threads_per_rank": 1},
+            "result": {"step_seconds_all": [0.25, 0.2, 0.19], "threads_per_rank": 1},
         },
         {
             "key": "k2",
             "kind": "dataparallel_timing",
             "config": {"model": "M", "devices": ["cpu", "cpu"], "batch_size": 20, "threads": 2},
-            "result": {"step_seconds": 0.3},
+            "result": {"step_seconds_all": [0.3, 0.3, 0.4]},
         },
         {
             "key": "k3",
@@ -277,13 +284,13 @@ def test_measured_frame_turns_records_into_step_times():
                 "epochs": 2,
                 "bucket_cap_mb": 25,
             },
-            "result": {"epoch_seconds": 1.0, "steps": 16, "threads_per_rank": 2},
+            "result": {"step_seconds_all": [0.1], "threads_per_rank": 2},
         },
     ]
     frame = timemodel.measured_frame(records).set_index("measurement")
     assert list(frame.index) == ["k1", "k2"]  # one rank is not a multi-rank measurement
-    assert frame.loc["k1", "step_seconds"] == pytest.approx(0.2)  # 1.6 s over 8 steps of one epoch
-    assert frame.loc["k2", "step_seconds"] == 0.3
+    assert frame.loc["k1", ["step_seconds", "step_min", "step_max"]].tolist() == [0.2, 0.19, 0.25]
+    assert frame.loc["k2", "step_seconds"] == 0.3 and frame.loc["k2", "step_max"] == 0.4
     assert len(timemodel.measured_frame(records, min_ranks=1)) == 3
 
 
@@ -303,17 +310,6 @@ def test_alpha_beta_must_come_from_chapter_four(tmp_path):
     )
     fit = timemodel.all_reduce_alpha_beta(store.records())
     assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
-
-
-def test_copy_benchmark_reports_its_method():
-    copy = timemodel.copy_seconds_per_byte(megabytes=1, repeats=3)
-    assert copy["bytes"] == 2**20 and copy["seconds_per_byte"] == copy["seconds"] / 2**20
-    assert copy["method"].startswith("median of 3 copies of 1,048,576 B")
-
-
-def test_peer_copy_benchmark_names_both_ends():
-    copy = timemodel.copy_seconds_per_byte(megabytes=1, repeats=2, device="cpu", to="cpu")
-    assert copy["method"] == "median of 2 copies of 1,048,576 B into a fresh buffer on cpu, after 1 warm-up"
 
 
 # ----- calibration records of a 4-GPU machine, made up ----------------------------------------------------

@@ -119,31 +119,26 @@ def held_out_prediction(steps, losses, fit_fraction: float, target: float, windo
 
 
 def loss_curves(stores, min_points: int = 6) -> list[dict]:
-    """Measured training-loss curves with at least ``min_points`` points, from the stores of chapters 1–4:
-    per-epoch training loss of chapter 1's trainings and of DDP runs (chapter 3), and the per-step batch
-    loss of chapter 4's synchronous SGD (staleness 0)."""
-    sources = {
-        "training": ("epoch", "train_loss", "chapter 1"),
-        "ddp_run": ("epoch", "train_loss", "chapter 3 DDP"),
-        "stale_training": ("step", "batch_loss", "chapter 4 synchronous SGD"),
-    }
+    """Measured per-step training-loss curves with at least ``min_points`` points, from the stores'
+    records of this machine: the batch losses of chapter 1's trainings, the global batch losses of
+    chapter 3's DDP runs (every epoch's steps in a row) and those of chapter 4's synchronous SGD
+    (staleness 0)."""
     curves = []
     for store in stores:
         for record in store.records():
-            kind, config = record["kind"], record["config"]
-            if kind not in sources or config.get("staleness", 0) != 0:
+            kind, config, result = record["kind"], record["config"], record["result"]
+            if kind == "training":
+                losses, chapter = result.get("step_losses", []), "chapter 1"
+            elif kind == "ddp_run":
+                losses = [loss for row in result["history"] for loss in row.get("step_losses", [])]
+                chapter = f"chapter 3 DDP, {config['world_size']} rank(s)"
+            elif kind == "stale_training" and config.get("staleness") == 0:
+                losses, chapter = [row["batch_loss"] for row in result["history"]], "chapter 4 SGD"
+            else:
                 continue
-            unit, loss, chapter = sources[kind]
-            history = record["result"]["history"]
-            if len(history) >= min_points:
-                curves.append(
-                    {
-                        "curve": f"{config['model']}, {chapter} ({store.folder.name})",
-                        "unit": unit,
-                        "steps": [row[unit] for row in history],
-                        "losses": [row[loss] for row in history],
-                    }
-                )
+            if len(losses) >= min_points:
+                curves.append({"curve": f"{config['model']}, {chapter}", "unit": "step",
+                               "steps": list(range(1, len(losses) + 1)), "losses": losses})  # fmt: skip
     return curves
 
 

@@ -117,10 +117,16 @@ def describe_break_even(result: BreakEven, digits: int = 3) -> str:
         if result.performance_adjustment
         else ""
     )
+
+    def both(value: Fraction, unit: str) -> str:  # a short exact fraction and its expansion; a long one alone
+        expansion = decimal_expansion(value, digits)
+        if value.denominator > 100:
+            return f"{expansion}{unit}"
+        return f"{mixed_number(value)}{unit} ({expansion}{unit})"
+
     return (
         f"{money(result.machine_price)}{adjusted} at {money(result.hourly_price)}/h → "
-        f"{mixed_number(result.hours)} h ({decimal_expansion(result.hours, digits)} h) = "
-        f"{mixed_number(result.years)} ({decimal_expansion(result.years, digits)}) years of "
+        f"{both(result.hours, ' h')} = {both(result.years, '')} years of "
         f"{mixed_number(result.hours_per_year)} h"
     )
 
@@ -190,6 +196,14 @@ def table_one(rows=SEED_TABLE_ONE, baseline: str = "K80", as_float: bool = True)
     return frame
 
 
+def scale_epoch(epoch_seconds, measured_samples: int, samples: int, batch: int) -> Fraction:
+    """An epoch of ``samples`` clips from one timed on ``measured_samples`` at the same ``batch``: steps
+    take the same time, so the epoch grows with its number of steps, ⌈samples / batch⌉ (exact)."""
+    if min(measured_samples, samples, batch) < 1:
+        raise ValueError("sample counts and batch must be positive")
+    return exact(epoch_seconds) * math.ceil(samples / batch) / math.ceil(measured_samples / batch)
+
+
 def to_target(epochs_to_target, epoch_seconds, hourly_price) -> dict:
     """Seconds, hours and dollars to reach a target accuracy: epochs needed × epoch time × price (exact)."""
     epochs, seconds = exact(epochs_to_target), exact(epoch_seconds)
@@ -201,6 +215,21 @@ def to_target(epochs_to_target, epoch_seconds, hourly_price) -> dict:
         "hours": total / SECONDS_PER_HOUR,
         "dollars": epochs * dollars_per_epoch(seconds, hourly_price),
     }
+
+
+def cost_to_target(epochs, setups: list[dict]) -> pd.DataFrame:
+    """Hours and dollars to a result that takes ``epochs`` epochs, on each setup: ``{"setup", "basis",
+    "epoch_seconds", "hourly_price"}`` (price None: hours only). Every epoch time must be of the same
+    epoch — the same clips and batch — as the one ``epochs`` was counted in; ``basis`` says how it was
+    obtained (measured, scaled by ``scale_epoch``, or predicted)."""
+    rows = []
+    for setup in setups:
+        price = setup.get("hourly_price")
+        cost = to_target(epochs, exact(setup["epoch_seconds"]), price if price is not None else 0)
+        rows.append({"setup": setup["setup"], "basis": setup["basis"], "epochs": epochs,
+                     "hours": float(cost["hours"]),
+                     "dollars": float(cost["dollars"]) if price is not None else float("nan")})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def epochs_to_accuracy(history: list[dict], target: float) -> int | None:
@@ -229,3 +258,73 @@ def measured_run_costs(records: list[dict], hourly_price_per_device, **settings)
         costs = table_one(rows, baseline=f"{model}, 1 rank(s)")
         frames.append(costs.assign(model=model, ranks=sorted(runs)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# One dated price table: every price the book uses, with the GPU it buys and where it was read.
+# AWS on-demand, Linux, us-east-1, from the instances.vantage.sh snapshot kept in github.com/tsaol/aws-gpu
+# (its data/p*_instances.js files, "Last updated: 2026-08-26"), after AWS's June 2025 cut of P4 and P5
+# prices; read 2026-11-23.
+AWS_SOURCE = "instances.vantage.sh snapshot in github.com/tsaol/aws-gpu (data/p*_instances.js)"
+PRICES = (
+    {"offer": "AWS p3.2xlarge", "gpu": "V100 SXM2 16 GB", "gpus": 1, "dollars": "3.06", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p3.8xlarge", "gpu": "V100 SXM2 16 GB", "gpus": 4, "dollars": "12.24", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p3.16xlarge", "gpu": "V100 SXM2 16 GB", "gpus": 8, "dollars": "24.48", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p4d.24xlarge", "gpu": "A100 SXM 40 GB", "gpus": 8, "dollars": "21.957642", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p4de.24xlarge", "gpu": "A100 SXM 80 GB", "gpus": 8, "dollars": "27.44705", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p5.4xlarge", "gpu": "H100 SXM 80 GB", "gpus": 1, "dollars": "6.88", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p5.48xlarge", "gpu": "H100 SXM 80 GB", "gpus": 8, "dollars": "55.04", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "GTX 1080 Ti, launch price", "gpu": "GTX 1080 Ti", "gpus": 1, "dollars": "699", "per": "card",
+     "source": "latinpost.com (NVIDIA's MSRP at launch)", "date": "2017-03-23"},
+    {"offer": "A100 80 GB card, low end of quoted range", "gpu": "A100 SXM 80 GB", "gpus": 1,
+     "dollars": "10000", "per": "card",
+     "source": "xither.com, GPU compute costs: on-prem vs cloud ($10,000-15,000 per A100 80 GB)",
+     "date": "2024 (mid-year prices)"},
+)  # fmt: skip
+
+
+def price_table() -> pd.DataFrame:
+    """The price table, with the price per GPU (hourly offers: per GPU-hour), exact."""
+    frame = pd.DataFrame(PRICES)
+    frame["dollars_per_gpu"] = [exact(row["dollars"]) / row["gpus"] for row in PRICES]
+    return frame
+
+
+def hourly_price_per_gpu(gpu: str) -> Fraction | None:
+    """What one GPU-hour of ``gpu`` costs on demand: the price table's largest instance of it, per GPU
+    (None for a GPU no cloud rents, such as the seed's GTX 1080 Ti)."""
+    offers = [row for row in PRICES if row["gpu"] == gpu and row["per"] == "hour"]
+    if not offers:
+        return None
+    largest = max(offers, key=lambda row: row["gpus"])
+    return exact(largest["dollars"]) / largest["gpus"]
+
+
+# The seed's own words on renting against buying, beside what its inputs give exactly.
+SEED_QUOTES = {
+    "0": "~5,250 hours … ~2.5 years",
+    "-0.3": "~3,750 hours … ~1.75 years",
+}
+
+
+def seed_break_even_table(machine_price, hourly_price, hours_per_year=2000) -> pd.DataFrame:
+    """The seed's two cases — the machine at its price, and adjusted by −30 % — with the seed's quoted
+    figures next to the exact ones (hours and years of ``hours_per_year`` h)."""
+    rows = []
+    for adjustment, quoted in SEED_QUOTES.items():
+        result = break_even(machine_price, hourly_price, adjustment, hours_per_year)
+        rows.append(
+            {
+                "case": "standard" if adjustment == "0" else "adjusted by −30 %",
+                "the seed says": quoted,
+                "exact hours": f"{mixed_number(result.hours)} (≈ {float(result.hours):,.1f})",
+                "exact years": f"{mixed_number(result.years)} (≈ {float(result.years):.2f})",
+            }
+        )
+    return pd.DataFrame(rows)

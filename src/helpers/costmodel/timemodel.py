@@ -5,7 +5,6 @@ measurements, validated on multi-rank measurements that the calibration never sa
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from functools import cache
 
@@ -16,10 +15,16 @@ from scipy.optimize import nnls
 
 from helpers.collectives.model import fit_alpha_beta, ring_all_reduce_seconds
 from helpers.collectives.runs import benchmark_frame, stored_benchmark
-from helpers.dataparallel import bytes_per_step, chunk_sizes, stored_dataparallel_timing
+from helpers.dataparallel import (
+    bytes_per_step,
+    chunk_sizes,
+    stored_copy_calibration,
+    stored_dataparallel_timing,
+)
 from helpers.hardware import usable_cores
 from helpers.models import build_model, parameter_count
 from helpers.results import ResultStore
+from helpers.stats import spread
 from helpers.train import stored_step_timing
 from helpers.worker import usable_gpus
 
@@ -160,7 +165,9 @@ def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | N
 
     DDP (after its first step rebuilds buckets in gradient-ready order, roughly the reverse of the
     parameter order) adds parameters to a bucket until it holds at least ``bucket_cap_mb`` MiB, then
-    starts the next; a parameter larger than the cap closes its bucket alone. With ``compression``
+    starts the next; a parameter larger than the cap closes its bucket alone. (This is DDP with
+    ``bucket_cap_mb`` given, as the book's workers give it; left at its default, None, DDP also caps its
+    first bucket at 1 MiB.) With ``compression``
     ("fp16"/"bf16") each 4-byte float travels as 2 bytes. This reproduces chapter 3's recorded bucket
     counts (LinearNet 1 and 2, ConvNet 1 and 3 buckets at 25 and 0.25 MiB).
     """
@@ -372,35 +379,29 @@ def predict_step_seconds(method: str, model: str, global_batch: int, world_size:
 def measured_frame(records: list[dict], min_ranks: int = 2) -> pd.DataFrame:
     """Multi-rank step times to validate on: ``ddp_run`` (chapter 3) and ``dataparallel_timing`` (chapter 2).
 
-    One row per record with at least ``min_ranks`` ranks or replicas. A DDP run's step time is its
-    timed (last) epoch divided by the steps of one epoch (the record's ``steps`` count every epoch);
-    DataParallel's is the record's median step.
+    One row per record with at least ``min_ranks`` ranks or replicas: the median of its timed steps and
+    their minimum and maximum (a DDP run's are the steps of its last epoch).
     """
     rows = []
     for record in records:
         config, result = record["config"], record["result"]
         if record["kind"] == "ddp_run" and config["world_size"] >= min_ranks:
-            steps_per_epoch = result["steps"] / config["epochs"]
-            rows.append(
-                {
-                    "measurement": record["key"], "kind": "ddp", "model": config["model"],
-                    "ranks": config["world_size"], "global_batch": config["global_batch_size"],
-                    "threads": result["threads_per_rank"], "bucket_cap_mb": config["bucket_cap_mb"],
-                    "compression": config.get("compression"),
-                    "step_seconds": result["epoch_seconds"] / steps_per_epoch,
-                }
-            )  # fmt: skip
+            row = {"kind": "ddp", "ranks": config["world_size"],
+                   "global_batch": config["global_batch_size"], "threads": result["threads_per_rank"],
+                   "bucket_cap_mb": config["bucket_cap_mb"],
+                   "compression": config.get("compression")}  # fmt: skip
         elif record["kind"] == "dataparallel_timing" and len(config["devices"]) >= min_ranks:
-            rows.append(
-                {
-                    "measurement": record["key"], "kind": "dataparallel", "model": config["model"],
-                    "ranks": len(config["devices"]), "global_batch": config["batch_size"],
-                    "threads": config["threads"], "bucket_cap_mb": None, "compression": None,
-                    "step_seconds": result["step_seconds"],
-                }
-            )  # fmt: skip
+            row = {"kind": "dataparallel", "ranks": len(config["devices"]),
+                   "global_batch": config["batch_size"], "threads": config["threads"],
+                   "bucket_cap_mb": None, "compression": None}  # fmt: skip
+        else:
+            continue
+        timing = spread(result["step_seconds_all"])
+        rows.append({"measurement": record["key"], "model": config["model"], **row,
+                     "step_seconds": timing.median, "step_min": timing.low,
+                     "step_max": timing.high})  # fmt: skip
     columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
-               "compression", "step_seconds"]  # fmt: skip
+               "compression", "step_seconds", "step_min", "step_max"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -446,51 +447,24 @@ def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
         (joined["predicted_seconds"] - joined["step_seconds"]).abs() / joined["step_seconds"] * 100
     )
     joined["mape_percent"] = joined.groupby(["model", "method"])["ape_percent"].transform("mean")
+    if {"step_min", "step_max"} <= set(joined.columns):
+        joined["within_spread"] = joined["predicted_seconds"].between(joined["step_min"], joined["step_max"])
+        joined["spread_percent"] = (joined["step_max"] - joined["step_min"]) / joined["step_seconds"] * 100
     return joined
 
 
 def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
-    """Per model and method: the number of measurements, the MAPE and the largest APE (%)."""
-    return (
-        validated.groupby(["model", "method"])["ape_percent"]
-        .agg(points="count", mape_percent="mean", max_ape_percent="max")
-        .reset_index()
+    """Per model and method: the number of measurements, the MAPE, its spread over the measurements
+    (smallest and largest APE, %), and, where the measurements carry their spread, how many predictions
+    fall inside the measured min–max and how wide that range is (median, % of the median step)."""
+    groups = validated.groupby(["model", "method"])
+    summary = groups["ape_percent"].agg(
+        points="count", mape_percent="mean", min_ape_percent="min", max_ape_percent="max"
     )
-
-
-def copy_seconds_per_byte(
-    megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None
-) -> dict:
-    """Seconds per byte of one copy from ``device`` into a fresh buffer on ``to`` (default: the same
-    device), as DataParallel's transfers do (``torch.empty(..., device=to).copy_(x)``: allocation and
-    copy); median of ``repeats`` after one warm-up. From one GPU to another this is the peer-to-peer
-    copy (NVLink or PCIe) that DataParallel's scatter, broadcast, gather and reduce use."""
-    to = to or device
-    source = torch.rand(int(megabytes * MIB) // 4, device=device)
-    gpus = [torch.device(d) for d in dict.fromkeys((device, to)) if torch.device(d).type == "cuda"]
-    seconds = []
-    for _ in range(repeats + 1):
-        for gpu in gpus:
-            torch.cuda.synchronize(gpu)
-        started = time.perf_counter()
-        torch.empty_like(source, device=to).copy_(source)
-        for gpu in gpus:
-            torch.cuda.synchronize(gpu)
-        seconds.append(time.perf_counter() - started)
-    nbytes = source.numel() * 4
-    median = float(np.median(seconds[1:]))
-    where = f"on {device}" if to == device else f"from {device} to {to}"
-    method = f"median of {repeats} copies of {nbytes:,} B into a fresh buffer {where}, after 1 warm-up"
-    return {"bytes": nbytes, "seconds": median, "seconds_per_byte": median / nbytes, "method": method}
-
-
-def stored_copy_calibration(
-    store: ResultStore, megabytes: float = 48, repeats: int = 9, device: str = "cpu", to: str | None = None
-):
-    """``copy_seconds_per_byte`` through the results store."""
-    config = {"kind": "copy_calibration", "megabytes": megabytes, "repeats": repeats, "device": device,
-              "to": to or device, "threads": torch.get_num_threads()}  # fmt: skip
-    return store.measure(config, lambda: copy_seconds_per_byte(megabytes, repeats, device, to))
+    if "within_spread" in validated:
+        summary["within_measured_range"] = groups["within_spread"].sum()
+        summary["measured_range_percent"] = groups["spread_percent"].median()
+    return summary.reset_index()
 
 
 def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
@@ -515,12 +489,22 @@ def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: st
     return fit_alpha_beta(rows.drop(columns=["operation"]))
 
 
+def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", device: str = "cpu") -> dict:
+    """``all_reduce_alpha_beta`` of the store's chapter 4 records; where chapter 4 did not run into this
+    store, the all-reduce alone is benchmarked on two ranks first (and stored)."""
+    try:
+        return all_reduce_alpha_beta(store.records("collective_benchmark"), backend, device)
+    except ValueError:
+        stored_benchmark(store, 2, backend=backend, device=device, operations=["all_reduce"], chunks=[1])
+        return all_reduce_alpha_beta(store.records("collective_benchmark"), backend, device)
+
+
 def _copy_record(records: list[dict], device: str, to: str) -> dict:
     """The newest copy calibration from ``device`` to ``to``; ValueError naming it when there is none."""
     found = [
         r for r in records
         if r["kind"] == "copy_calibration" and r["config"]["device"] == device
-        and r["config"].get("to", device) == to
+        and r["config"].get("to", device) == to and r["config"].get("fresh", True)
     ]  # fmt: skip
     if not found:
         raise ValueError(f"no copy calibration from {device} to {to} among the records")
@@ -625,13 +609,11 @@ def calibrate(
         sorted({max(1, cores // k) for k in world_sizes} | {cores}) if device == "cpu" else [cores]
     )
     for threads in thread_counts:
-        stored_compute_calibration(
-            store, train_set, models, batch_sizes, threads, timed_steps=timed_steps, device=target
-        )
-    try:
-        all_reduce_alpha_beta(store.records("collective_benchmark"), backend, device)
-    except ValueError:  # chapter 4 did not run into this store: measure the all-reduce alone
-        stored_benchmark(store, 2, backend=backend, device=device, operations=["all_reduce"], chunks=[1])
+        stored_compute_calibration(  # chapter 1's settings, so that its sweep's records are reused
+            store, train_set, models, batch_sizes, threads, timed_steps=timed_steps, device=target,
+            optimizer="adam", lr=1e-3, seed=0,
+        )  # fmt: skip
+    stored_all_reduce_alpha_beta(store, backend, device)
     stored_copy_calibration(store, device=target)
     if devices > 1:
         stored_copy_calibration(store, device="cuda:0", to="cuda:1")
