@@ -1,0 +1,229 @@
+"""The batch-size limit (chapter 6): how many steps a target loss takes at each global batch, where
+doubling the batch stops halving them, and the gradient noise scale that predicts where.
+
+Shallue et al. ("Measuring the Effects of Data Parallelism on Neural Network Training", JMLR 2019) found
+that steps to a target fall in proportion to the batch up to a *critical batch size*, then flatten.
+McCandlish et al. ("An Empirical Model of Large-Batch Training", 2018) model it as
+S(B) = S_min (1 + B_crit / B): samples E = S·B = E_min (1 + B / B_crit), with E_min = S_min·B_crit, and
+predict B_crit by the gradient noise scale B_simple = tr(Σ) / |G|², from per-sample gradients g_i:
+G their mean, Σ their covariance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+from torch.utils.data import TensorDataset
+from tqdm import tqdm
+
+from helpers.data import load_fsdd, take
+from helpers.models import build_model
+from helpers.train import check_positive, evaluate, make_optimizer, step_batches
+
+
+def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> float:
+    """The peak learning rate at ``batch``: ``base_lr`` ("fixed") or scaled with the batch ("linear")."""
+    if rule not in ("fixed", "linear"):
+        raise ValueError(f"the learning-rate rule must be 'fixed' or 'linear', not {rule!r}")
+    return base_lr * (batch / base_batch if rule == "linear" else 1)
+
+
+def steps_to_target(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    global_batch: int,
+    lr: float,
+    target_loss: float,
+    max_steps: int,
+    warmup_steps: int = 0,
+    eval_every: int = 10,
+    seed: int = 0,
+    optimizer: str = "adam",
+) -> dict:
+    """Train until the loss on all of ``train_set`` is at most ``target_loss``: the steps that took.
+
+    The learning rate rises linearly from 0 to ``lr`` over ``warmup_steps``, then stays. The loss is
+    evaluated every ``eval_every`` steps; ``steps`` is None when ``max_steps`` did not reach the target.
+    """
+    check_positive(global_batch=global_batch, max_steps=max_steps, eval_every=eval_every)
+    torch.manual_seed(seed)
+    model = build_model(model_name)
+    updater = make_optimizer(optimizer, model.parameters(), lr)
+    inputs, targets = train_set.tensors
+    history, reached = [], None
+    for step, index in enumerate(step_batches(len(targets), global_batch, seed, max_steps), start=1):
+        for group in updater.param_groups:
+            group["lr"] = lr * min(1.0, step / warmup_steps) if warmup_steps else lr
+        updater.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(inputs[index]), targets[index]).backward()
+        updater.step()
+        if step % eval_every == 0:
+            loss, accuracy = evaluate(model, train_set)
+            history.append({"step": step, "loss": loss, "accuracy": accuracy})
+            if loss <= target_loss:
+                reached = step
+                break
+    return {"steps": reached, "samples": reached * global_batch if reached else None, "history": history}
+
+
+def stored_steps_to_target(
+    store, model_name: str, train_samples: int, *, rule: str, base_lr: float, base_batch: int,
+    global_batch: int, **settings,
+) -> dict:  # fmt: skip
+    """``steps_to_target`` on a seeded subset of FSDD's training clips, through the results store, at the
+    learning rate ``rule`` gives ``global_batch`` (``learning_rate``)."""
+    lr = learning_rate(base_lr, base_batch, global_batch, rule)
+    config = {"kind": "steps_to_target", "model": model_name, "train_samples": train_samples,
+              "rule": rule, "global_batch": global_batch, "lr": lr, "threads": torch.get_num_threads(),
+              **settings}  # fmt: skip
+
+    def measure() -> dict:
+        train_set = take(load_fsdd().split("train"), train_samples, settings.get("seed", 0))
+        return steps_to_target(model_name, train_set, global_batch=global_batch, lr=lr, **settings)
+
+    return store.measure(config, measure)
+
+
+def stored_critical_batch(store, model_name: str, train_samples: int, *, rules, seeds, batches, **settings):
+    """``stored_steps_to_target`` for every learning-rate rule, seed and global batch: the records."""
+    grid = [(rule, seed, batch) for rule in rules for seed in seeds for batch in batches]
+    return [
+        stored_steps_to_target(store, model_name, train_samples, rule=rule, seed=seed, global_batch=batch,
+                               base_batch=min(batches), **settings)
+        for rule, seed, batch in tqdm(grid, desc="steps to target")
+    ]  # fmt: skip
+
+
+def fit_critical_batch(batches, steps) -> dict:
+    """S_min and B_crit of S(B) = S_min + S_min·B_crit / B by least squares on (1/B, S), with E_min.
+
+    Needs at least three batch sizes that reached the target. Steps that do not fall as the batch grows
+    give B_crit = 0 (every batch is past it); steps that fall in proportion, with no floor, give
+    B_crit = ∞ (every batch is below it).
+    """
+    batch = np.asarray(batches, dtype=float)
+    step = np.asarray(steps, dtype=float)
+    if len(batch) < 3:
+        raise ValueError("fitting the critical batch needs three or more batch sizes that reached the target")
+    slope, intercept = np.polyfit(1 / batch, step, 1)
+    if slope <= 0:
+        return {"s_min": float(step.mean()), "b_crit": 0.0, "e_min": 0.0}
+    if intercept <= 1e-9 * step.max():  # no floor, to rounding
+        return {"s_min": float(intercept), "b_crit": math.inf, "e_min": float(slope)}
+    return {"s_min": float(intercept), "b_crit": float(slope / intercept), "e_min": float(slope)}
+
+
+def per_sample_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Every sample's loss gradient, flattened: [samples, parameters] (``torch.func.vmap`` over ``grad``)."""
+    parameters = {name: p.detach() for name, p in model.named_parameters()}
+
+    def loss(values, sample, target):
+        logits = functional_call(model, values, (sample.unsqueeze(0),))
+        return nn.functional.cross_entropy(logits, target.unsqueeze(0))
+
+    gradients = vmap(grad(loss), in_dims=(None, 0, 0))(parameters, inputs, targets)
+    return torch.cat([gradients[name].reshape(len(inputs), -1) for name in parameters], dim=1)
+
+
+def gradient_noise_scale(model: nn.Module, dataset: TensorDataset, chunk: int = 16) -> dict:
+    """B_simple = tr(Σ) / |G|² over every sample of ``dataset``, from per-sample gradients in chunks.
+
+    tr(Σ) is the unbiased variance of the per-sample gradients summed over parameters; |G|² the squared
+    norm of their mean, less tr(Σ)/n (its bias from a finite sample). The gradients are float64 sums of
+    float32 per-sample gradients.
+    """
+    inputs, targets = dataset.tensors
+    n = len(targets)
+    if n < 2:
+        raise ValueError("the noise scale needs at least two samples")
+    total, squares = None, 0.0
+    for start in range(0, n, chunk):
+        block = per_sample_gradients(model, inputs[start : start + chunk], targets[start : start + chunk])
+        block = block.double()
+        total = block.sum(0) if total is None else total + block.sum(0)
+        squares += float((block**2).sum())
+    mean = total / n
+    mean_norm = float(mean @ mean)
+    trace = (squares - n * mean_norm) / (n - 1)
+    signal = mean_norm - trace / n
+    return {
+        "samples": n,
+        "trace_sigma": trace,
+        "gradient_norm2": signal,
+        "b_simple": trace / signal if signal > 0 else math.inf,
+    }
+
+
+def noise_scale_during_training(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    batch: int,
+    lr: float,
+    checkpoints,
+    samples: int,
+    seed: int = 0,
+    optimizer: str = "adam",
+) -> dict:
+    """The gradient noise scale at each of ``checkpoints`` (steps; 0 is the initial model) of a training
+    run, measured on the first ``samples`` clips, with the training loss there."""
+    torch.manual_seed(seed)
+    model = build_model(model_name)
+    updater = make_optimizer(optimizer, model.parameters(), lr)
+    inputs, targets = train_set.tensors
+    probe = TensorDataset(inputs[:samples], targets[:samples])
+    wanted, points = set(checkpoints), []
+    batches = step_batches(len(targets), batch, seed, max(max(wanted), 1))
+    for step in range(max(wanted) + 1):
+        if step:
+            index = batches[step - 1]
+            updater.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(inputs[index]), targets[index]).backward()
+            updater.step()
+        if step in wanted:
+            loss, _ = evaluate(model, train_set)
+            points.append({"step": step, "loss": loss, **gradient_noise_scale(model, probe)})
+    return {"points": points}
+
+
+def stored_noise_scale(store, model_name: str, train_samples: int, **settings) -> dict:
+    """``noise_scale_during_training`` through the results store."""
+    config = {"kind": "noise_scale", "model": model_name, "train_samples": train_samples,
+              "threads": torch.get_num_threads(), **settings}  # fmt: skip
+
+    def measure() -> dict:
+        train_set = take(load_fsdd().split("train"), train_samples, settings.get("seed", 0))
+        return noise_scale_during_training(model_name, train_set, **settings)
+
+    return store.measure(config, measure)
+
+
+def critical_batch_table(records: list[dict]) -> pd.DataFrame:
+    """Steps and samples to the target per learning-rate rule, seed and batch, from stored records."""
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        rows.append({"rule": config.get("rule"), "seed": config["seed"],
+                     "global_batch": config["global_batch"], "lr": config["lr"], "steps": result["steps"],
+                     "samples": result["samples"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def critical_fits(table: pd.DataFrame) -> dict[str, dict]:
+    """Per learning-rate rule, ``fit_critical_batch`` on the median steps over seeds of the batches that
+    every seed took to the target (a rule with fewer than three such batches is left out)."""
+    fits = {}
+    for rule, rows in table.groupby("rule"):
+        complete = rows.groupby("global_batch")["steps"].agg(
+            lambda s: s.median() if s.notna().all() else None
+        )
+        complete = complete.dropna()
+        if len(complete) >= 3:
+            fits[rule] = fit_critical_batch(complete.index.to_numpy(), complete.to_numpy())
+    return fits

@@ -1,0 +1,217 @@
+"""Scaling (chapter 6): speed-up and efficiency, strong and weak, and gradient accumulation — what one
+device does with k times the batch, the baseline that k devices must beat.
+
+The book's terms, defined once:
+
+- **speed-up** S(k): how many times faster k devices do the same work as one;
+- **efficiency** E(k) = S(k) / k: 1 when every device is fully used;
+- **strong scaling**: the same global batch split over k devices, each doing 1/k of it; S(k) is the ratio
+  of step times, one device's over k devices';
+- **weak scaling**: the same batch per device, so the global batch grows with k; every device does one
+  device's work, so E(k) is the ratio of step times and S(k) = k · E(k) in samples per second.
+
+Gradient accumulation runs k micro-batches through one device before each update. Its update is the one
+k ranks of DDP make with the same global batch (``helpers.ddp.GlobalBatchSampler`` gives both the same
+batches), so it buys the larger batch without more devices; what more devices buy is time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+from tqdm import tqdm
+
+from helpers.data import load_fsdd, take
+from helpers.ddp import GlobalBatchSampler
+from helpers.launch import launch
+from helpers.models import build_model
+from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
+from helpers.sharding.tasks import global_batches
+from helpers.stats import speedup
+from helpers.train import Timer, check_positive, make_optimizer, to_device
+
+
+def check_split(global_batch: int, world_size: int, micro_batches: int = 1) -> int:
+    """The per-rank micro-batch: ValueError unless ``global_batch`` divides into ranks × micro-batches."""
+    check_positive(global_batch=global_batch, world_size=world_size, micro_batches=micro_batches)
+    if global_batch % (world_size * micro_batches):
+        raise ValueError(
+            f"a global batch of {global_batch} does not divide into {world_size} rank(s) × "
+            f"{micro_batches} micro-batch(es)"
+        )
+    return global_batch // (world_size * micro_batches)
+
+
+def scaling_variations(world_sizes, global_batch: int, per_rank_batch: int) -> list[dict]:
+    """The DDP runs of a strong and a weak scaling experiment, checked before any of them starts."""
+    variations = []
+    for ranks in world_sizes:
+        check_split(global_batch, ranks)
+        variations.append({"scaling": "strong", "ranks": ranks, "global_batch_size": global_batch})
+        variations.append({"scaling": "weak", "ranks": ranks, "global_batch_size": per_rank_batch * ranks})
+    return variations
+
+
+def stored_scaling_runs(store, models, variations: list[dict], **settings) -> list[tuple[dict, dict]]:
+    """The DDP launch of each model and variation (``sharding.runs.stored_sharding_run``, strategy
+    "ddp"), through the store: (variation with its model, record) pairs for ``efficiency_table``."""
+    runs = []
+    for model, variation in tqdm([(m, v) for m in models for v in variations], desc="scaling runs"):
+        batch = variation["global_batch_size"]
+        record = stored_sharding_run(
+            store, variation["ranks"], model=model, strategy="ddp", global_batch_size=batch, **settings
+        )
+        runs.append(({**variation, "model": model}, record))
+    return runs
+
+
+def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
+    """Speed-up and efficiency, with their intervals, of (variation, DDP record) pairs.
+
+    Variations name ``model``, ``scaling`` ("strong" or "weak") and ``ranks``; each is compared with the
+    one-rank run of the same model and scaling, step times against step times (``stats.speedup``). For
+    weak scaling the step-time ratio is the efficiency and k times it the speed-up; for strong scaling
+    the step-time ratio is the speed-up and 1/k of it the efficiency.
+    """
+    steps = {
+        (v["model"], v["scaling"], v["ranks"]): record["result"]["step_seconds_all"] for v, record in runs
+    }
+    rows = []
+    for (model, scaling, ranks), times in sorted(steps.items()):
+        base = steps.get((model, scaling, 1))
+        if base is None:
+            continue
+        change = speedup(base, times)
+        factor = ranks if scaling == "weak" else 1  # step ratio → speed-up
+        rows.append(
+            {
+                "model": model, "scaling": scaling, "ranks": ranks,
+                "step_median": pd.Series(times).median(),
+                "speedup": change["speedup"] * factor, "speedup_low": change["low"] * factor,
+                "speedup_high": change["high"] * factor,
+                "efficiency": change["speedup"] * factor / ranks, "verdict": change["verdict"],
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def accumulate(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    global_batch_size: int,
+    micro_batches: int,
+    steps: int,
+    optimizer: str = "adam",
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "cpu",
+) -> tuple[nn.Module, dict]:
+    """Train ``steps`` updates on one device, each from ``micro_batches`` micro-batches of a global batch.
+
+    The global batches are ``GlobalBatchSampler``'s with one rank (the batches k DDP ranks share); each
+    micro-batch's mean loss is divided by the number of micro-batches before its backward pass, so the
+    accumulated gradient is the global batch's mean gradient. Returns the trained model and every step's
+    global batch loss and seconds (``train.Timer``; the first step warms up and is not among the timed).
+    """
+    micro = check_split(global_batch_size, 1, micro_batches)
+    torch.manual_seed(seed)
+    model = build_model(model_name).to(device)
+    updater = make_optimizer(optimizer, model.parameters(), lr)
+    sampler = GlobalBatchSampler(len(train_set), global_batch_size, 1, 0, seed)
+    inputs, targets = to_device(train_set, torch.device(device)).tensors
+    step_seconds, losses = [], []
+    for index in global_batches(sampler, steps):
+        with Timer(device) as timer:
+            updater.zero_grad(set_to_none=True)
+            total = torch.zeros((), device=device)
+            for part in index.to(device).split(micro):
+                loss = nn.functional.cross_entropy(model(inputs[part]), targets[part])
+                (loss / micro_batches).backward()
+                total += loss.detach()
+            updater.step()
+        step_seconds.append(timer.seconds)
+        losses.append(float(total) / micro_batches)
+    method = f"{micro_batches} micro-batch(es) of {micro} per update; every step after the first timed"
+    return model, {"step_losses": losses, "step_seconds_all": step_seconds[1:], "method": method}
+
+
+def stored_accumulation(store, model_name: str, train_samples: int | None, **settings) -> dict:
+    """``accumulate`` on a seeded subset of FSDD's training clips, through the results store."""
+    config = {"kind": "accumulation_run", "model": model_name, "train_samples": train_samples,
+              "threads": torch.get_num_threads(), **settings}  # fmt: skip
+
+    def measure() -> dict:
+        train_set = take(load_fsdd().split("train"), train_samples, settings.get("seed", 0))
+        return accumulate(model_name, train_set, **settings)[1]
+
+    return store.measure(config, measure)
+
+
+ACCUMULATED = ("global_batch_size", "steps", "optimizer", "lr", "seed")
+
+
+def stored_accumulations(
+    store, models, micro_batch_counts, train_samples, **settings
+) -> list[tuple[dict, dict]]:
+    """``stored_accumulation`` of each model with each number of micro-batches: (variation, record)
+    pairs for ``accumulation_table``."""
+    pairs = [(model, k) for model in models for k in micro_batch_counts]
+    return [
+        ({"model": model, "micro_batches": k},
+         stored_accumulation(store, model, train_samples, micro_batches=k, **settings))
+        for model, k in tqdm(pairs, desc="accumulation runs")
+    ]  # fmt: skip
+
+
+def accumulation_parity(
+    model_name: str, world_size: int, *, global_batch_size: int, steps: int, train_samples: int,
+    seed: int = 0, lr: float = 1e-3, optimizer: str = "adam", time_limit_seconds: float = 300,
+) -> dict:  # fmt: skip
+    """Train ``world_size`` DDP ranks and one process accumulating as many micro-batches, on the same
+    global batches, and compare their weights after ``steps`` updates: the largest difference of any
+    weight, next to the largest weight (float32 rounding is all that should part them)."""
+    settings = {"model": model_name, "global_batch_size": global_batch_size, "steps": steps,
+                "train_samples": train_samples, "seed": seed, "lr": lr, "optimizer": optimizer}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="accumulation-") as folder:
+        config = {**sharding_config(strategy="ddp", **settings), "save_parameters": True}
+        launch(config, world_size, module=WORKER, output=Path(folder), time_limit_seconds=time_limit_seconds)
+        distributed = torch.load(Path(folder) / "parameters.pt")
+    train_set = take(load_fsdd().split("train"), train_samples, seed)
+    model, _ = accumulate(
+        model_name, train_set, micro_batches=world_size, **{k: settings[k] for k in ACCUMULATED}
+    )
+    weights = dict(model.named_parameters())
+    difference = max(
+        float((weights[name].detach() - value).abs().max()) for name, value in distributed.items()
+    )
+    largest = max(float(value.abs().max()) for value in distributed.values())
+    return {"largest_difference": difference, "largest_weight": largest, "tensors": len(distributed)}
+
+
+def stored_accumulation_parity(store, model_name: str, world_size: int, **settings) -> dict:
+    """``accumulation_parity`` through the results store."""
+    config = {"kind": "accumulation_parity", "model": model_name, "world_size": world_size, **settings}
+    return store.measure(config, lambda: accumulation_parity(model_name, world_size, **settings))
+
+
+def accumulation_table(accumulated: list[tuple[dict, dict]], distributed: list[tuple[dict, dict]]):
+    """Per model and k: one device accumulating k micro-batches against k DDP ranks, the same global
+    batch and updates; the speed-up of the ranks over the accumulation, with its interval and verdict."""
+    ranks = {(v["model"], v["ranks"]): r["result"]["step_seconds_all"] for v, r in distributed}
+    rows = []
+    for variation, record in accumulated:
+        key = (variation["model"], variation["micro_batches"])
+        if key not in ranks:
+            continue
+        times = record["result"]["step_seconds_all"]
+        change = speedup(times, ranks[key])
+        rows.append({"model": key[0], "k": key[1], "accumulation step s": pd.Series(times).median(),
+                     "DDP step s": pd.Series(ranks[key]).median(), "speed-up of k ranks": change["speedup"],
+                     "low": change["low"], "high": change["high"], "verdict": change["verdict"]})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -1,0 +1,262 @@
+"""Sharded training, the parent side (chapter 6): launch ``helpers.sharding.tasks`` through the results
+store, check what each rank held against ``sharding.memory``'s arithmetic, and count, check and price
+the bytes each strategy moves per step.
+
+Every strategy's collectives per step, exactly (N parameters of 4 bytes, L layers with parameters):
+
+- ``ddp``: all-reduce of the 4N gradient bytes, in DDP's buckets;
+- ``zero1`` (``ZeroRedundancyOptimizer``): that all-reduce, then every owner broadcasts its updated
+  parameters: 4N more bytes, one broadcast per parameter tensor;
+- ``zero2``: per layer, one all-gather of its weights and one reduce-scatter of its gradients;
+- ``fsdp`` (ZeRO-3): per layer, an all-gather before forward and again before backward, and one
+  reduce-scatter.
+
+Sharded buffers are padded: each tensor's shard has ⌈rows/k⌉ rows on every rank, so what is gathered and
+reduce-scattered is k·⌈rows/k⌉ rows, a little more than the tensor when k does not divide its rows.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from tqdm import tqdm
+
+from helpers.collectives.model import bus_bandwidth_factor
+from helpers.costmodel.timemodel import ddp_bucket_bytes
+from helpers.launch import launch
+from helpers.models import build_model
+from helpers.sharding.memory import (
+    FLOAT,
+    check_stage,
+    chunk_rows,
+    numel,
+    parameter_shapes,
+    per_rank_bytes,
+)
+from helpers.sharding.tasks import STRATEGIES
+from helpers.stats import spread
+
+WORKER = "helpers.sharding.tasks"
+OPERATIONS = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor")
+SHORT_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter"}
+
+
+def check_strategy(strategy: str) -> int:
+    """The ZeRO stage of ``strategy``; ValueError naming it when it is unknown."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    return STRATEGIES[strategy]
+
+
+def strategy_of(stage: int) -> str:
+    """The strategy that runs ZeRO ``stage`` (0–3); ValueError naming any other stage."""
+    check_stage(stage)
+    return next(name for name, value in STRATEGIES.items() if value == stage)
+
+
+def sharding_config(**settings) -> dict:
+    """A worker configuration: chapter 6's defaults, overridden by ``settings`` (checked)."""
+    config = {
+        "backend": "gloo", "device": "cpu", "model": "LinearNet", "strategy": "ddp", "seed": 0,
+        "train_samples": 400, "global_batch_size": 40, "steps": 6, "optimizer": "adam", "lr": 1e-3,
+        "timeout_seconds": 60,
+    }  # fmt: skip
+    unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
+    if unknown:
+        raise ValueError(f"unknown sharding setting(s): {', '.join(unknown)}")
+    config = {**config, **settings}
+    check_strategy(config["strategy"])
+    if config["steps"] < 2:
+        raise ValueError(f"steps must be at least 2 (the first one warms up), not {config['steps']}")
+    return config
+
+
+def summarize_sharding(results: list[dict]) -> dict:
+    """What the chapter shows of one launch: rank 0's losses and step times, every rank's held bytes,
+    and the collectives of the last step (the first may differ: DDP rebuilds its buckets after it)."""
+    first = results[0]
+    return {
+        "world_size": first["world_size"],
+        "strategy": first["strategy"],
+        "stage": first["stage"],
+        "step_losses": first["step_losses"],
+        "step_seconds_all": first["step_seconds"][1:],
+        "method": "wall time of every step after the first, between barriers, on rank 0",
+        "held_bytes": [result["held_bytes"] for result in results],
+        "collectives": first["collectives"][-1],
+        "same_collectives_on_every_rank": all(
+            r["collectives"][-1] == first["collectives"][-1] for r in results
+        ),
+        "threads_per_rank": first["threads"],
+    }
+
+
+def stored_sharding_run(store, world_size: int, time_limit_seconds: float = 300, **settings) -> dict:
+    """Launch ``world_size`` ranks of one strategy through the results store (a finished run is reused)."""
+    config = {"kind": "sharding_run", "world_size": world_size, **sharding_config(**settings)}
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
+    return store.measure(
+        config,
+        lambda: summarize_sharding(
+            launch(worker, world_size, module=WORKER, time_limit_seconds=time_limit_seconds)
+        ),
+    )
+
+
+def labels(config: dict) -> dict:
+    """The columns that name a launch in the chapter's tables."""
+    return {"model": config["model"], "strategy": config["strategy"], "ranks": config["world_size"]}
+
+
+def stored_sharding_runs(store, models, strategies, world_size: int, **settings) -> list[dict]:
+    """``stored_sharding_run`` of every model with every strategy: the records, for the checks below."""
+    grid = [(model, strategy) for model in models for strategy in strategies]
+    return [
+        stored_sharding_run(store, world_size, model=model, strategy=strategy, **settings)
+        for model, strategy in tqdm(grid, desc="sharded runs")
+    ]
+
+
+def gathered_bytes(model_name: str, world_size: int) -> int:
+    """Bytes one all-gather of every weight moves: each tensor padded to k·⌈rows/k⌉ rows."""
+    total = 0
+    for shape in parameter_shapes(model_name):
+        rows = chunk_rows(shape[0], world_size)[0] * world_size
+        total += rows * numel(shape[1:]) * FLOAT
+    return total
+
+
+def sharded_layers(model_name: str) -> int:
+    """Layers that hold parameters: each is one ``fully_shard`` unit, one all-gather and reduce-scatter."""
+    return sum(1 for layer in build_model(model_name) if any(True for _ in layer.parameters(recurse=False)))
+
+
+def expected_collectives(model_name: str, strategy: str, world_size: int, bucket_cap_mb: float = 25):
+    """Per operation, the calls and bytes one training step makes, exactly (see the module's list)."""
+    stage = check_strategy(strategy)
+    gradient = sum(numel(shape) for shape in parameter_shapes(model_name)) * FLOAT
+    layers = sharded_layers(model_name)
+    padded = gathered_bytes(model_name, world_size)
+    if stage <= 1:
+        rows = [("all_reduce", len(ddp_bucket_bytes(model_name, bucket_cap_mb)), gradient)]
+        if stage == 1:
+            rows.append(("broadcast", len(parameter_shapes(model_name)), gradient))
+    else:
+        gathers = 1 if stage == 2 else 2
+        rows = [("all_gather_into_tensor", gathers * layers, gathers * padded),
+                ("reduce_scatter_tensor", layers, padded)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["operation", "calls", "bytes"])
+
+
+def counted_collectives(record: dict) -> pd.DataFrame:
+    """Per operation, the calls and bytes a launch counted in its last step."""
+    frame = pd.DataFrame(record["result"]["collectives"], columns=["operation", "bytes"])
+    return (
+        frame.groupby("operation", sort=False)
+        .agg(calls=("bytes", "size"), bytes=("bytes", "sum"))
+        .reset_index()
+    )
+
+
+def traffic_check(records: list[dict]) -> pd.DataFrame:
+    """Counted against expected collectives per launch (model, strategy, k): equal or not, exactly."""
+    rows = []
+    for record in records:
+        config = record["config"]
+        expected = expected_collectives(config["model"], config["strategy"], config["world_size"])
+        counted = counted_collectives(record)
+        merged = expected.merge(counted, on="operation", how="outer", suffixes=("_expected", "_counted"))
+        for row in merged.fillna(0).itertuples(index=False):
+            rows.append({**labels(config),
+                         "operation": SHORT_NAMES.get(row.operation, row.operation),
+                         "calls": int(row.calls_counted), "bytes": int(row.bytes_counted),
+                         "as expected": int(row.calls_counted) == int(row.calls_expected)
+                         and int(row.bytes_counted) == int(row.bytes_expected)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def latency_steps(operation: str, world_size: int) -> int:
+    """Messages in sequence of a ring (or pipelined chain) implementation: each costs one latency α."""
+    k = world_size
+    return 2 * (k - 1) if operation == "all_reduce" else k - 1
+
+
+def link_bytes(operation: str, nbytes: float, world_size: int) -> float:
+    """Bytes each rank's link carries for an ``operation`` on a buffer of ``nbytes`` (nccl-tests' bus
+    factor: all-reduce 2(k−1)/k, all-gather and reduce-scatter (k−1)/k, broadcast 1)."""
+    return bus_bandwidth_factor(SHORT_NAMES.get(operation, operation), world_size) * nbytes
+
+
+def priced_traffic(models, world_size: int, links: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """Per model and strategy: bytes per step and per rank's link, and seconds per step on each link.
+
+    ``links`` maps a name to (α seconds, β seconds per byte); a step's communication costs, per call,
+    its latency steps × α plus its link bytes × β: the bandwidth-optimal ring (pipelined broadcast)
+    bound, without overlap with compute.
+    """
+    rows = []
+    for model in models:
+        for strategy in STRATEGIES:
+            expected = expected_collectives(model, strategy, world_size)
+            on_link = sum(link_bytes(r.operation, r.bytes, world_size) for r in expected.itertuples())
+            row = {"model": model, "strategy": strategy, "stage": STRATEGIES[strategy],
+                   "bytes per step": int(expected["bytes"].sum()),
+                   "link bytes per rank": on_link}  # fmt: skip
+            for name, (alpha, beta) in links.items():
+                row[f"seconds, {name}"] = sum(
+                    r.calls * latency_steps(r.operation, world_size) * alpha
+                    + link_bytes(r.operation, r.bytes, world_size) * beta
+                    for r in expected.itertuples()
+                )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def memory_check(records: list[dict]) -> pd.DataFrame:
+    """Every rank's held bytes against ``per_rank_bytes``, per launch: equal or not, exactly.
+
+    Weights are compared as held between forward and backward (the step's peak: stage 2 holds them
+    whole there); gradients and Adam's state as held after the update.
+    """
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        expected = per_rank_bytes(config["model"], result["stage"], config["world_size"])
+        for rank, (held, want) in enumerate(zip(result["held_bytes"], expected, strict=True)):
+            measured = {"parameters": held["parameters_in_step"], "gradients": held["gradients"],
+                        "optimizer": held["optimizer"]}  # fmt: skip
+            rows.append({**labels(config),
+                         "rank": rank, **{f"{key} measured": value for key, value in measured.items()},
+                         "at rest, parameters": held["parameters"],
+                         "as computed": measured == {key: want[key] for key in measured}})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def loss_parity(records: list[dict]) -> pd.DataFrame:
+    """Per launch, the largest difference of its step losses from DDP's with the same model and ranks."""
+    baseline = {
+        (r["config"]["model"], r["config"]["world_size"]): r["result"]["step_losses"]
+        for r in records
+        if r["config"]["strategy"] == "ddp"
+    }
+    rows = []
+    for record in records:
+        config = record["config"]
+        reference = baseline.get((config["model"], config["world_size"]))
+        if reference is None:
+            continue
+        losses = record["result"]["step_losses"]
+        difference = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
+        rows.append({**labels(config), "steps": len(losses), "largest loss difference": difference})
+    return pd.DataFrame(rows)
+
+
+def step_time_table(records: list[dict]) -> pd.DataFrame:
+    """Median and min–max step seconds per launch."""
+    rows = []
+    for record in records:
+        config = record["config"]
+        times = spread(record["result"]["step_seconds_all"])
+        rows.append({**labels(config),
+                     "step median s": times.median, "min s": times.low, "max s": times.high,
+                     "steps timed": times.count})  # fmt: skip
+    return pd.DataFrame(rows)

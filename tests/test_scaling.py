@@ -1,0 +1,63 @@
+"""helpers.scaling: the splits a run refuses, speed-up and efficiency, and gradient accumulation equal
+to DDP (a real two-rank launch against one accumulating process)."""
+
+import pytest
+
+from helpers import scaling
+
+
+def test_a_global_batch_must_divide_into_ranks_and_micro_batches():
+    assert scaling.check_split(48, 4, 3) == 4
+    with pytest.raises(ValueError, match="a global batch of 50 does not divide into 4 rank"):
+        scaling.check_split(50, 4)
+    with pytest.raises(ValueError, match="micro_batches"):
+        scaling.check_split(48, 4, 0)
+    with pytest.raises(ValueError, match="does not divide"):
+        scaling.scaling_variations([1, 2, 3], 40, 20)
+
+
+def test_variations_hold_the_global_batch_or_the_per_rank_batch():
+    variations = scaling.scaling_variations([1, 2, 4], 40, 10)
+    strong = [v["global_batch_size"] for v in variations if v["scaling"] == "strong"]
+    weak = [v["global_batch_size"] for v in variations if v["scaling"] == "weak"]
+    assert strong == [40, 40, 40] and weak == [10, 20, 40]
+
+
+def run(model, scaling_kind, ranks, times):
+    return {"model": model, "scaling": scaling_kind, "ranks": ranks}, {"result": {"step_seconds_all": times}}
+
+
+def test_efficiency_of_strong_and_weak_scaling():
+    runs = [run("M", "strong", 1, [2.0] * 5), run("M", "strong", 2, [1.25] * 5),
+            run("M", "weak", 1, [1.0] * 5), run("M", "weak", 2, [1.25, 1.25, 1.3, 1.2, 1.25])]  # fmt: skip
+    table = scaling.efficiency_table(runs).set_index(["scaling", "ranks"])
+    assert table.loc[("strong", 2), "speedup"] == pytest.approx(1.6)
+    assert table.loc[("strong", 2), "efficiency"] == pytest.approx(0.8)
+    assert table.loc[("weak", 2), "efficiency"] == pytest.approx(0.8)  # one device's work in 1.25x the time
+    assert table.loc[("weak", 2), "speedup"] == pytest.approx(1.6)  # twice the samples per step
+    assert table.loc[("strong", 1), "verdict"] == "no measurable difference"
+    assert table.loc[("strong", 2), "verdict"] == "faster"
+
+
+def test_accumulation_table_compares_k_ranks_with_k_micro_batches():
+    accumulated = [({"model": "M", "micro_batches": 2}, {"result": {"step_seconds_all": [2.0, 2.1, 1.9]}})]
+    distributed = [({"model": "M", "ranks": 2}, {"result": {"step_seconds_all": [1.0, 1.1, 0.9]}})]
+    row = scaling.accumulation_table(accumulated, distributed).iloc[0]
+    assert row["speed-up of k ranks"] == pytest.approx(2.0) and row["verdict"] == "faster"
+
+
+def test_accumulating_k_micro_batches_equals_k_ddp_ranks(recordings, no_leftovers):
+    parity = scaling.accumulation_parity(
+        "ConvNet", 2, global_batch_size=8, steps=4, train_samples=16, time_limit_seconds=180
+    )
+    assert parity["tensors"] == 10
+    assert parity["largest_difference"] < 1e-5 * parity["largest_weight"]
+
+
+def test_accumulation_reports_every_step(fsdd):
+    from helpers.data import take
+
+    train_set = take(fsdd.split("train"), 12, 0)
+    _model, result = scaling.accumulate("ConvNet", train_set, global_batch_size=6, micro_batches=3, steps=3)
+    assert len(result["step_losses"]) == 3 and len(result["step_seconds_all"]) == 2
+    assert "3 micro-batch(es) of 2" in result["method"]

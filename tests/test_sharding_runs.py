@@ -1,0 +1,87 @@
+"""helpers.sharding.runs: collectives per strategy exactly, their prices, and the checks of a launch
+(the launches themselves run in tests/test_sharding_tasks.py)."""
+
+import pytest
+
+from helpers.sharding import runs
+
+LINEAR_BYTES = 12_102_220 * 4
+
+
+def test_strategies_and_stages_are_checked():
+    assert [runs.strategy_of(stage) for stage in range(4)] == ["ddp", "zero1", "zero2", "fsdp"]
+    with pytest.raises(ValueError, match="ZeRO stage must be one of"):
+        runs.strategy_of(4)
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        runs.sharding_config(strategy="zero4")
+    with pytest.raises(ValueError, match="unknown sharding setting"):
+        runs.sharding_config(stages=3)
+    with pytest.raises(ValueError, match="steps must be at least 2"):
+        runs.sharding_config(steps=1)
+
+
+def test_gathered_bytes_pad_each_tensor_to_whole_rows_per_rank():
+    assert runs.gathered_bytes("LinearNet", 1) == LINEAR_BYTES
+    assert runs.gathered_bytes("LinearNet", 2) == LINEAR_BYTES  # every first dimension is even
+    # k = 4: the 10-row weight of Linear(100, 10) and Linear(10, 10) and their biases get 12 rows
+    padding = 2 * 100 + 2 + 2 * 10 + 2
+    assert runs.gathered_bytes("LinearNet", 4) == LINEAR_BYTES + padding * 4
+
+
+def test_expected_collectives_per_strategy():
+    def table(strategy, k=2):
+        frame = runs.expected_collectives("LinearNet", strategy, k)
+        return {row.operation: (row.calls, row.bytes) for row in frame.itertuples()}
+
+    assert table("ddp") == {"all_reduce": (1, LINEAR_BYTES)}  # one bucket: 48 MB ≥ 25 MiB cap at the end
+    assert table("zero1") == {"all_reduce": (1, LINEAR_BYTES), "broadcast": (8, LINEAR_BYTES)}
+    assert table("zero2") == {"all_gather_into_tensor": (4, LINEAR_BYTES),
+                              "reduce_scatter_tensor": (4, LINEAR_BYTES)}  # fmt: skip
+    assert table("fsdp") == {"all_gather_into_tensor": (8, 2 * LINEAR_BYTES),
+                             "reduce_scatter_tensor": (4, LINEAR_BYTES)}  # fmt: skip
+
+
+def test_link_bytes_and_prices_follow_the_ring_bounds():
+    assert runs.link_bytes("all_reduce", 100, 4) == 150
+    assert runs.link_bytes("all_gather_into_tensor", 100, 4) == 75
+    assert runs.link_bytes("broadcast", 100, 4) == 100
+    priced = runs.priced_traffic(["LinearNet"], 2, {"test": (1e-3, 1e-9)}).set_index("strategy")
+    n = LINEAR_BYTES
+    assert priced.loc["ddp", "link bytes per rank"] == n  # 2(k−1)/k = 1 for k = 2
+    assert priced.loc["zero1", "link bytes per rank"] == 2 * n
+    assert priced.loc["zero2", "link bytes per rank"] == n
+    assert priced.loc["fsdp", "link bytes per rank"] == 1.5 * n
+    assert priced.loc["ddp", "seconds, test"] == pytest.approx(2 * 1e-3 + n * 1e-9)
+    assert priced.loc["fsdp", "seconds, test"] == pytest.approx(12 * 1e-3 + 1.5 * n * 1e-9)
+
+
+def record(strategy, world_size, collectives, held, losses, stage=None):
+    """A launch's record as ``stored_sharding_run`` stores it."""
+    config = {"kind": "sharding_run", "world_size": world_size,
+              **runs.sharding_config(model="ConvNet", strategy=strategy)}  # fmt: skip
+    return {"config": config, "result": {"stage": runs.check_strategy(strategy), "collectives": collectives,
+                                         "held_bytes": held, "step_losses": losses,
+                                         "step_seconds_all": [1.0, 2.0, 3.0]}}  # fmt: skip
+
+
+def test_checks_of_a_launch_say_where_it_differs():
+    from helpers.sharding.memory import per_rank_bytes
+
+    expected = per_rank_bytes("ConvNet", 3, 2)
+    held = [{"parameters_in_step": row["parameters"], "parameters": row["parameters"],
+             "gradients": row["gradients"], "optimizer": row["optimizer"]} for row in expected]  # fmt: skip
+    held[1] = {**held[1], "optimizer": held[1]["optimizer"] + 4}
+    gathered = runs.gathered_bytes("ConvNet", 2)
+    collectives = [["all_gather_into_tensor", gathered / 5]] * 10 + [
+        ["reduce_scatter_tensor", gathered / 5]
+    ] * 5
+    fsdp = record("fsdp", 2, collectives, held, [2.0, 1.5, 1.2])
+    checked = runs.memory_check([fsdp])
+    assert checked["as computed"].tolist() == [True, False]
+    traffic = runs.traffic_check([fsdp]).set_index("operation")
+    assert traffic.loc["all_gather", "calls"] == 10 and traffic["as expected"].all()
+    ddp = record("ddp", 2, [["all_reduce", 376_200 * 4]], held, [2.0, 1.5, 1.25])
+    assert runs.traffic_check([ddp])["as expected"].tolist() == [True]
+    parity = runs.loss_parity([ddp, fsdp]).set_index("strategy")
+    assert parity.loc["fsdp", "largest loss difference"] == pytest.approx(0.05)
+    assert runs.step_time_table([ddp]).iloc[0]["step median s"] == 2.0
