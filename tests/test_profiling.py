@@ -1,5 +1,7 @@
 """helpers.profiling: one profiled step, split into phases and operators."""
 
+import pytest
+
 from helpers import data, profiling
 
 
@@ -17,3 +19,16 @@ def test_verdict_reads_the_two_clocks():
     host_bound = {"host_seconds": 0.010, "device_seconds": 0.001}
     assert "GPU is the bottleneck" in profiling.host_device_verdict(gpu_bound)
     assert "GPU waits" in profiling.host_device_verdict(host_bound)
+
+
+def test_backward_forward_ratio_sums_whichever_operators_hold_the_time():
+    operators = [
+        {"operator": "aten::convolution_backward", "host_self_seconds": 3.0, "device_self_seconds": None},
+        {"operator": "aten::mkldnn_convolution", "host_self_seconds": 1.0, "device_self_seconds": None},
+        {"operator": "aten::convolution", "host_self_seconds": 0.5, "device_self_seconds": None},
+        {"operator": "aten::mm", "host_self_seconds": 9.0, "device_self_seconds": None},
+    ]
+    result = {"device_seconds": None, "operators": operators}
+    assert profiling.backward_forward_ratio(result) == 2.0
+    with pytest.raises(ValueError, match="no forward matmul"):
+        profiling.backward_forward_ratio(result, "matmul")

@@ -124,8 +124,18 @@ def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
     return frame.rename(columns={c: c.replace("_self_seconds", " self ms") for c in times})
 
 
-def time_ratio(result: dict, operator: str, reference: str) -> float:
-    """Self time of ``operator`` over that of ``reference`` in a profiled step (device time on a GPU)."""
+def backward_forward_ratio(result: dict, operation: str = "convolution") -> float:
+    """Self time of the backward operators of ``operation`` over that of its forward operators in a profiled
+    step (device time on a GPU). Summed over every operator whose name contains ``operation``: which one
+    holds the time depends on the backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs)."""
     column = "device_self_seconds" if result["device_seconds"] is not None else "host_self_seconds"
-    seconds = {row["operator"]: row[column] for row in result["operators"]}
-    return seconds[operator] / seconds[reference]
+    backward = forward = 0.0
+    for row in result["operators"]:
+        if operation in row["operator"]:
+            if "backward" in row["operator"]:
+                backward += row[column] or 0.0
+            else:
+                forward += row[column] or 0.0
+    if not forward:
+        raise ValueError(f"no forward {operation} operator among the profiled step's costliest operators")
+    return backward / forward
