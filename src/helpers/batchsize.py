@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from helpers.data import load_fsdd, take
 from helpers.models import build_model
-from helpers.train import check_positive, evaluate, make_optimizer, step_batches
+from helpers.train import batches, check_positive, evaluate, make_optimizer
 
 
 def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> float:
@@ -31,6 +31,23 @@ def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> flo
     if rule not in ("fixed", "linear"):
         raise ValueError(f"the learning-rate rule must be 'fixed' or 'linear', not {rule!r}")
     return base_lr * (batch / base_batch if rule == "linear" else 1)
+
+
+def epoch_batches(samples: int, batch_size: int, seed: int, count: int) -> list[torch.Tensor]:
+    """``count`` full batches, the clips reshuffled every epoch (each shuffle's short remainder dropped).
+
+    Training progress needs every epoch reshuffled: ``train.step_batches`` cycles one shuffle (right for
+    timing the same batches), which at a batch of more than half the clips would train on the same
+    clips at every step and never on the rest.
+    """
+    check_positive(batch_size=batch_size, count=count)
+    if batch_size > samples:
+        raise ValueError(f"batch_size {batch_size} exceeds the {samples} training samples")
+    generator = torch.Generator().manual_seed(seed)
+    found: list[torch.Tensor] = []
+    while len(found) < count:
+        found += [index for index in batches(samples, batch_size, generator) if len(index) == batch_size]
+    return found[:count]
 
 
 def steps_to_target(
@@ -57,7 +74,7 @@ def steps_to_target(
     updater = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = train_set.tensors
     history, reached = [], None
-    for step, index in enumerate(step_batches(len(targets), global_batch, seed, max_steps), start=1):
+    for step, index in enumerate(epoch_batches(len(targets), global_batch, seed, max_steps), start=1):
         for group in updater.param_groups:
             group["lr"] = lr * min(1.0, step / warmup_steps) if warmup_steps else lr
         updater.zero_grad(set_to_none=True)
@@ -172,17 +189,19 @@ def noise_scale_during_training(
     optimizer: str = "adam",
 ) -> dict:
     """The gradient noise scale at each of ``checkpoints`` (steps; 0 is the initial model) of a training
-    run, measured on the first ``samples`` clips, with the training loss there."""
+    run, measured on a seeded random ``samples`` of the clips (``data.take``: the clips are sorted by
+    digit, so the first ones would be one or two digits and their gradients alike), with the training
+    loss there."""
+    probe = take(train_set, samples, seed)
     torch.manual_seed(seed)
     model = build_model(model_name)
     updater = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = train_set.tensors
-    probe = TensorDataset(inputs[:samples], targets[:samples])
     wanted, points = set(checkpoints), []
-    batches = step_batches(len(targets), batch, seed, max(max(wanted), 1))
+    chosen = epoch_batches(len(targets), batch, seed, max(max(wanted), 1))
     for step in range(max(wanted) + 1):
         if step:
-            index = batches[step - 1]
+            index = chosen[step - 1]
             updater.zero_grad(set_to_none=True)
             nn.functional.cross_entropy(model(inputs[index]), targets[index]).backward()
             updater.step()
@@ -227,3 +246,26 @@ def critical_fits(table: pd.DataFrame) -> dict[str, dict]:
         if len(complete) >= 3:
             fits[rule] = fit_critical_batch(complete.index.to_numpy(), complete.to_numpy())
     return fits
+
+
+def fit_position(b_crit: float, batches) -> str:
+    """Where a fitted critical batch lies against the measured batches, in words for the chapter."""
+    low, high = min(batches), max(batches)
+    if not math.isfinite(b_crit):
+        return f"no floor: the steps kept falling in proportion up to the largest batch measured ({high})"
+    if b_crit > high:
+        return f"beyond the largest batch measured ({high}), so an extrapolation"
+    if b_crit < low:
+        return f"below the smallest batch measured ({low}), so an extrapolation"
+    return f"inside the measured range ({low}–{high})"
+
+
+def noise_against_critical(b_simple: float, b_crit: float) -> str:
+    """How the noise scale compares with a fitted critical batch, as an order of magnitude in words:
+    "within a factor of 3 of", "12 times smaller than" or "5 times larger than"."""
+    if not (math.isfinite(b_simple) and math.isfinite(b_crit)) or b_simple <= 0 or b_crit <= 0:
+        return "not comparable with"
+    ratio = b_crit / b_simple
+    if 1 / 3 <= ratio <= 3:
+        return "within a factor of 3 of"
+    return f"{ratio:.0f} times smaller than" if ratio > 3 else f"{1 / ratio:.0f} times larger than"
