@@ -74,9 +74,10 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     """Speed-up and efficiency, with their intervals, of (variation, DDP record) pairs.
 
     Variations name ``model``, ``scaling`` ("strong" or "weak") and ``ranks``; each is compared with the
-    one-rank run of the same model and scaling, step times against step times (``stats.speedup``). For
-    weak scaling the step-time ratio is the efficiency and k times it the speed-up; for strong scaling
-    the step-time ratio is the speed-up and 1/k of it the efficiency.
+    one-rank run of the same model and scaling (``stats.speedup``). A strong-scaling step does one-rank
+    work, so the step-time ratio is the speed-up. A weak-scaling step does k one-rank steps' work, so its
+    time per one-rank step's work is the step time / k: the speed-up counts samples per second, and its
+    interval and verdict say whether k ranks get through more samples than one. Efficiency is speed-up / k.
     """
     steps = {
         (v["model"], v["scaling"], v["ranks"]): record["result"]["step_seconds_all"] for v, record in runs
@@ -86,15 +87,14 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
         base = steps.get((model, scaling, 1))
         if base is None:
             continue
-        change = speedup(base, times)
-        factor = ranks if scaling == "weak" else 1  # step ratio → speed-up
+        work = ranks if scaling == "weak" else 1  # one-rank steps' work per step
+        change = speedup(base, [seconds / work for seconds in times])
         rows.append(
             {
                 "model": model, "scaling": scaling, "ranks": ranks,
                 "step_median": pd.Series(times).median(),
-                "speedup": change["speedup"] * factor, "speedup_low": change["low"] * factor,
-                "speedup_high": change["high"] * factor,
-                "efficiency": change["speedup"] * factor / ranks, "verdict": change["verdict"],
+                "speedup": change["speedup"], "speedup_low": change["low"], "speedup_high": change["high"],
+                "efficiency": change["speedup"] / ranks, "verdict": change["verdict"],
             }
         )  # fmt: skip
     return pd.DataFrame(rows)
@@ -175,7 +175,8 @@ def accumulation_parity(
 ) -> dict:  # fmt: skip
     """Train ``world_size`` DDP ranks and one process accumulating as many micro-batches, on the same
     global batches, and compare their weights after ``steps`` updates: the largest difference of any
-    weight, next to the largest weight (float32 rounding is all that should part them)."""
+    weight, next to the largest weight and the largest distance any weight moved from its initial value
+    (float32 rounding is all that should part them; a wrong accumulation differs by about that move)."""
     settings = {"model": model_name, "global_batch_size": global_batch_size, "steps": steps,
                 "train_samples": train_samples, "seed": seed, "lr": lr, "optimizer": optimizer}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="accumulation-") as folder:
@@ -191,7 +192,11 @@ def accumulation_parity(
         float((weights[name].detach() - value).abs().max()) for name, value in distributed.items()
     )
     largest = max(float(value.abs().max()) for value in distributed.values())
-    return {"largest_difference": difference, "largest_weight": largest, "tensors": len(distributed)}
+    torch.manual_seed(seed)  # the initial weights both runs started from (``accumulate``'s seeding)
+    initial = dict(build_model(model_name).named_parameters())
+    moved = max(float((weights[name].detach() - initial[name].detach()).abs().max()) for name in weights)
+    return {"largest_difference": difference, "largest_weight": largest, "largest_change": moved,
+            "tensors": len(distributed)}  # fmt: skip
 
 
 def stored_accumulation_parity(store, model_name: str, world_size: int, **settings) -> dict:
