@@ -123,3 +123,13 @@ def test_gpu_predictions_are_titled_as_predictions():
     figure = plotting.plot_decision_map(decided, recommend.DECISIONS, "map")
     assert "PREDICTIONS" in title(figure) and len(figure.axes) == 4
     assert "PREDICTIONS" in title(plotting.plot_seed_check(recommend.seed_check(("ConvNet",))))
+
+
+def test_an_unresolved_noise_scale_is_marked_not_dropped():
+    points = pd.DataFrame({"step": [0, 100, 200], "loss": [2.4, 2.2, 2.0],
+                           "b_simple": [57.6, float("inf"), 106.3]})  # fmt: skip
+    figure = plotting.plot_noise_scale(points, "noise", "this machine")
+    noise_axis = figure.axes[0]
+    assert [line.get_xdata()[0] for line in noise_axis.lines if line.get_linestyle() == ":"] == [100]
+    assert any(text.get_text().strip() == "∞" for text in noise_axis.texts)
+    assert "this machine" in figure._suptitle.get_text()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -456,17 +458,19 @@ def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure
 
 
 def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: str) -> plt.Figure:
-    """Steps to the target against the global batch, log-log: each seed a point, the median a line, per
-    learning-rate rule; the fitted S(B) = S_min (1 + B_crit/B) dashed."""
+    """Steps to the target against the global batch, log-log: per learning-rate rule the median over
+    seeds a line, min-max over seeds shaded, the fitted S(B) = S_min (1 + B_crit/B) dashed in its colour."""
     figure, axis = plt.subplots(figsize=(7, 4.2))
     reached = table.dropna(subset=["steps"])
     sns.lineplot(data=reached, x="global_batch", y="steps", hue="rule", style="rule", markers=True,
                  dashes=False, ax=axis, **SPREAD)  # fmt: skip
     batches = sorted(table["global_batch"].unique())
+    rules = list(pd.unique(reached["rule"]))  # seaborn's hue order, so each fit takes its rule's colour
+    colours = sns.color_palette(n_colors=len(rules))
     for rule, fit in fits.items():
-        if 0 < fit["b_crit"] < float("inf"):
+        if 0 < fit["b_crit"] < float("inf") and rule in rules:
             curve = [fit["s_min"] * (1 + fit["b_crit"] / b) for b in batches]
-            axis.plot(batches, curve, linestyle="--", linewidth=1, color="grey",
+            axis.plot(batches, curve, linestyle="--", linewidth=1, color=colours[rules.index(rule)],
                       label=f"fit ({rule}): B_crit = {fit['b_crit']:.0f}")  # fmt: skip
     plain_log_axes(axis, batches)
     axis.set(xlabel="global batch B", ylabel="steps to the target loss")
@@ -475,10 +479,15 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
 
 
 def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """The gradient noise scale B_simple and the training loss against the training step."""
+    """The gradient noise scale B_simple and the training loss against the training step; a step whose
+    B_simple is infinite (the probe did not resolve the mean gradient) is marked by a dotted "∞" line."""
     figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    sns.lineplot(data=points, x="step", y="b_simple", marker="o", ax=noise_axis)
-    noise_axis.set(ylabel="B_simple = tr(Σ) / |G|²", yscale="log")
+    resolved = points["b_simple"].map(math.isfinite)
+    sns.lineplot(data=points[resolved], x="step", y="b_simple", marker="o", ax=noise_axis)
+    for step in points.loc[~resolved, "step"]:
+        noise_axis.axvline(step, linestyle=":", color="grey")
+        noise_axis.text(step, 0.92, " ∞", transform=noise_axis.get_xaxis_transform(), color="grey")
+    noise_axis.set(ylabel="B_simple = tr(Σ) / |G|² (samples)", yscale="log")
     noise_axis.yaxis.set_major_formatter(PLAIN)
     sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
     loss_axis.set(ylabel="loss on the training clips")
