@@ -39,6 +39,7 @@ PROBE_MAX_BYTES = 2**20  # the benchmark's probe times each operation at its sma
 # A line through two small probes misses what makes large messages dearer per byte (caches, fresh pages):
 # the plan charges each case this many times its predicted time.
 PROBE_SAFETY = 2.0
+PROBE_REPEATS = 3  # the probe keeps each point's fastest call: load only ever adds time
 
 
 def short_error(error: BaseException, limit: int = 160) -> str:
@@ -291,11 +292,15 @@ def probe_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     """(intercept, seconds per byte) of the line through a case's probe points (bytes, seconds), both ≥ 0.
 
     One point (or two at one size) gives a line through the origin: every second is charged to bytes.
+    When the larger probe ran no slower than the smaller one (a busy machine delayed the small one), the
+    slope is the larger probe's seconds per byte: no slope would price a gigabyte like a kilobyte.
     """
     (small_bytes, small_seconds), (large_bytes, large_seconds) = min(points), max(points)
     if large_bytes == small_bytes:
         return 0.0, max(small_seconds, large_seconds) / max(large_bytes, 1)
-    slope = max(0.0, (large_seconds - small_seconds) / (large_bytes - small_bytes))
+    slope = (large_seconds - small_seconds) / (large_bytes - small_bytes)
+    if slope <= 0:
+        slope = large_seconds / large_bytes
     return max(0.0, small_seconds - slope * small_bytes), slope
 
 
@@ -324,7 +329,8 @@ def budget_plan(cases: list[dict], budget_seconds: float) -> list[str | None]:
 
 
 def _probe(config: dict, k: int, device: torch.device) -> tuple[dict, dict, float]:
-    """Time each case once at the smallest size and once at min(largest, 1 MiB), after one warm-up call.
+    """Time each case at the smallest size and at min(largest, 1 MiB), after one warm-up call, keeping
+    the fastest of ``PROBE_REPEATS`` calls.
 
     Returns the probe line of each case (``probe_line``, from the slowest rank's times), the cases the
     backend cannot run (the warm-up's error, the same on every rank) and the seconds of one barrier.
@@ -342,7 +348,8 @@ def _probe(config: dict, k: int, device: torch.device) -> tuple[dict, dict, floa
             except Exception as error:  # e.g. a collective the backend does not implement
                 unsupported[key] = f"unsupported: {short_error(error)}"
                 continue
-            measured.append((key, case["bytes"], _timed(case["run"], device)))
+            best = min(_timed(case["run"], device) for _ in range(PROBE_REPEATS))
+            measured.append((key, case["bytes"], best))
     barrier = _timed(dist.barrier, device)
     slowest = _slowest([seconds for *_, seconds in measured] + [barrier], device)
     points: dict[tuple, list] = {}
