@@ -126,10 +126,14 @@ def test_gpu_predictions_are_titled_as_predictions():
 
 
 def test_an_unresolved_noise_scale_is_marked_not_dropped():
-    points = pd.DataFrame({"step": [0, 100, 200], "loss": [2.4, 2.2, 2.0],
-                           "b_simple": [57.6, float("inf"), 106.3]})  # fmt: skip
-    figure = plotting.plot_noise_scale(points, "noise", "this machine")
+    points = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [2.4, 2.2, 2.0, 1.9],
+                           "b_simple": [57.6, float("inf"), 106.3, 300.0]})  # fmt: skip
+    figure = plotting.plot_noise_scale(points, "noise", "this machine", samples=256)
     noise_axis = figure.axes[0]
     assert [line.get_xdata()[0] for line in noise_axis.lines if line.get_linestyle() == ":"] == [100]
     assert any(text.get_text().strip() == "∞" for text in noise_axis.texts)
+    # n = 256 clips resolve 57.6 and 106.3; the finite 300 is drawn hollow above the dashed n line
+    assert [line.get_ydata()[0] for line in noise_axis.lines if line.get_linestyle() == "--"] == [256]
+    hollow = [c for c in noise_axis.collections if c.get_label().startswith("not resolved")]
+    assert len(hollow) == 1 and hollow[0].get_offsets().tolist() == [[300.0, 300.0]]
     assert "this machine" in figure._suptitle.get_text()

@@ -478,17 +478,28 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
     return titled(figure, what, hardware)
 
 
-def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """The gradient noise scale B_simple and the training loss against the training step; a step whose
-    B_simple is infinite (the probe did not resolve the mean gradient) is marked by a dotted "∞" line."""
+def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str, samples: int) -> plt.Figure:
+    """The gradient noise scale B_simple and the training loss against the training step.
+
+    ``samples`` clips can resolve a noise scale below ``samples`` only: a dashed line marks that limit,
+    a point on or above it is drawn hollow, and an infinite one (the mean gradient lost in the noise)
+    is a dotted "∞" line at its step.
+    """
     figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    resolved = points["b_simple"].map(math.isfinite)
-    sns.lineplot(data=points[resolved], x="step", y="b_simple", marker="o", ax=noise_axis)
-    for step in points.loc[~resolved, "step"]:
+    finite = points["b_simple"].map(math.isfinite)
+    sns.lineplot(data=points[finite], x="step", y="b_simple", marker="o", ax=noise_axis)
+    unresolved = points[finite & (points["b_simple"] >= samples)]
+    noise_axis.scatter(unresolved["step"], unresolved["b_simple"], s=90, facecolors="white",
+                       edgecolors="C0", zorder=3, label="not resolved (B_simple ≥ n)")  # fmt: skip
+    noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples} clips")
+    for step in points.loc[~finite, "step"]:
         noise_axis.axvline(step, linestyle=":", color="grey")
         noise_axis.text(step, 0.92, " ∞", transform=noise_axis.get_xaxis_transform(), color="grey")
     noise_axis.set(ylabel="B_simple = tr(Σ) / |G|² (samples)", yscale="log")
+    noise_axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 50, 100, 200: within one decade
     noise_axis.yaxis.set_major_formatter(PLAIN)
+    noise_axis.yaxis.set_minor_formatter(NullFormatter())
+    noise_axis.legend(frameon=False, fontsize="small")
     sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
     loss_axis.set(ylabel="loss on the training clips")
     return titled(figure, what, hardware)

@@ -70,10 +70,9 @@ def zero_partition(sizes: list[int], world_size: int) -> list[list[int]]:
 
 
 def per_rank_bytes(model_name: str, stage: int, world_size: int) -> list[dict]:
-    """Each rank's parameter, gradient and optimizer bytes at rest (between steps), exactly.
-
-    At rest stage 2 holds what stage 1 does, as measured: its full weights are gathered for each step
-    and freed after it; stage 3's weights stay sharded, gathered one layer at a time.
+    """Each rank's parameter, gradient and optimizer bytes, exactly: weights as held between forward and
+    backward (a step's peak: stage 2 holds them whole there; stage 3 only its shards, the one layer it
+    gathers at a time not counted), gradients and Adam's state as held after the update.
     """
     check_stage(stage)
     shapes = parameter_shapes(model_name)
