@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import psutil
@@ -41,20 +42,31 @@ WORKER_MODULES = (
     "torch.distributed.run", "helpers.ddp", "helpers.lightning_ddp", "helpers.collectives.tasks",
     "helpers.sharding.tasks",
 )  # fmt: skip
+# Launches inherit the test's environment, and an orphaned worker keeps it: this variable tells one
+# test's launches from those of a test running beside it (pytest-xdist).
+TEST_TAG = "HELPERS_TEST_TAG"
 
 
-def worker_processes() -> list:
-    """Processes of this study's launches that are still alive (torchrun and every worker module)."""
+def worker_processes(tag: str) -> list:
+    """Processes of this study's launches (torchrun and every worker module) started under ``tag``
+    that are still alive."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         command = " ".join(process.info["cmdline"] or [])
-        if any(module in command for module in WORKER_MODULES):
-            found.append(process)
+        if not any(module in command for module in WORKER_MODULES):
+            continue
+        try:
+            if process.environ().get(TEST_TAG) == tag:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):  # ended meanwhile, or not ours
+            continue
     return found
 
 
 @pytest.fixture
-def no_leftovers():
-    """Fails the test when a launch left a process behind."""
-    yield
-    assert not worker_processes(), "a launch left processes behind"
+def no_leftovers(monkeypatch):
+    """Fails the test when a launch it started left a process behind."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TEST_TAG, tag)
+    yield tag
+    assert not worker_processes(tag), "a launch left processes behind"

@@ -3,7 +3,6 @@
 import math
 import time
 
-import psutil
 import pytest
 import torch
 
@@ -18,18 +17,10 @@ CONFIG = dict(
 )  # fmt: skip
 
 
-def worker_processes() -> list:
-    return [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if lightning_ddp.MODULE in " ".join(p.info["cmdline"] or [])
-    ]
-
-
 @pytest.fixture
-def no_leftovers(recordings):
-    yield
-    assert not worker_processes(), "a launch left processes behind"
+def no_leftovers(recordings, no_leftovers):
+    """The shared leftover check, after the recordings every launch here needs."""
+    return no_leftovers
 
 
 @pytest.mark.usefixtures("no_leftovers")
