@@ -43,7 +43,7 @@ WORKER_MODULES = (
     "helpers.sharding.tasks",
 )  # fmt: skip
 # Launches inherit the test's environment, and an orphaned worker keeps it: this variable tells one
-# test's launches from those of a test running beside it (pytest-xdist).
+# test's launches from any other run's (a notebook or another test session running beside it).
 TEST_TAG = "HELPERS_TEST_TAG"
 
 

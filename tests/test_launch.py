@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import TEST_TAG
+from conftest import TEST_TAG, worker_processes
 
 from helpers import ddp, launch, lightning_ddp, models, worker
 
@@ -132,17 +132,15 @@ def test_collect_names_the_rank_whose_error_came_first(tmp_path):
 def rank_process(rank: int, timeout: float = 60) -> psutil.Process:
     """The live helpers.ddp process of ``rank`` that this test launched (found by its environment: its
     rank and the test's tag, never another run's rank), waiting for it to start."""
-    wanted = {"RANK": str(rank), TEST_TAG: os.environ[TEST_TAG]}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for process in psutil.process_iter(["cmdline"]):
-            if "helpers.ddp" in " ".join(process.info["cmdline"] or []):
-                try:
-                    environment = process.environ()
-                    if all(environment.get(name) == value for name, value in wanted.items()):
-                        return process
-                except psutil.Error:
-                    continue
+        for process in worker_processes(os.environ[TEST_TAG]):
+            try:
+                is_ddp_worker = "helpers.ddp" in " ".join(process.cmdline())
+                if is_ddp_worker and process.environ().get("RANK") == str(rank):
+                    return process
+            except psutil.Error:  # ended meanwhile
+                continue
         time.sleep(0.2)
     raise TimeoutError(f"rank {rank} never started")
 

@@ -17,13 +17,7 @@ CONFIG = dict(
 )  # fmt: skip
 
 
-@pytest.fixture
-def no_leftovers(recordings, no_leftovers):
-    """The shared leftover check, after the recordings every launch here needs."""
-    return no_leftovers
-
-
-@pytest.mark.usefixtures("no_leftovers")
+@pytest.mark.usefixtures("recordings", "no_leftovers")
 def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
     results = launch.launch(
         CONFIG, 2, module=lightning_ddp.MODULE, time_limit_seconds=120, output=tmp_path / "lightning"
@@ -53,7 +47,7 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
     assert results[0]["history"][-1]["test_accuracy"] == by_hand[0]["history"][-1]["test_accuracy"]
 
 
-@pytest.mark.usefixtures("no_leftovers")
+@pytest.mark.usefixtures("recordings", "no_leftovers")
 def test_a_rank_failing_inside_fit_is_named_and_nothing_hangs(tmp_path):
     started = time.monotonic()
     with pytest.raises(launch.LaunchError, match=r"rank (0, )?1 failed"):
