@@ -126,3 +126,12 @@ def test_precision_comparison(small, tmp_path):
     memory = found["memory"].set_index("precision")["saved_mib_per_sample"]
     assert memory["bf16"] < memory["float32"]
     assert found["speedups"]["LinearNet"]["verdict"] in ("faster", "slower", "no measurable difference")
+
+
+def test_cuda_devices_are_named_with_their_index(monkeypatch):
+    """train.pick_device (defect 12): "auto" and "cuda" name the same record device, "cuda:0"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert str(train.pick_device("auto")) == str(train.pick_device("cuda")) == "cuda:0"
+    assert str(train.pick_device("cuda:1")) == "cuda:1"
+    assert str(train.pick_device("cpu")) == "cpu"

@@ -28,9 +28,13 @@ OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """``"auto"`` is the first CUDA device when there is one, else the CPU; ``"cuda"`` needs a GPU."""
+    """``"auto"`` is the current CUDA device when there is one, else the CPU; ``"cuda"`` needs a GPU.
+
+    A CUDA device always comes back with its index (``"auto"`` and ``"cuda"`` both give ``cuda:0`` by
+    default), so that records name the device the same way whichever way it was asked for.
+    """
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -39,6 +43,8 @@ def pick_device(name: str = "auto") -> torch.device:
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', not {name!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} asked for, but no CUDA device is visible")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
@@ -100,19 +106,23 @@ def batches(size: int, batch_size: int, generator: torch.Generator | None):
     return order.split(batch_size)
 
 
-def training_step(model, optimizer, inputs, targets, loss_function, autocast_dtype=None):
+def training_step(
+    model, optimizer, inputs, targets, loss_function, autocast_dtype=None, phase=record_function
+):
     """One forward, backward and optimizer step; returns the detached loss and logits.
 
-    The three phases are labelled for torch.profiler (``record_function`` costs microseconds otherwise).
+    ``phase(name)`` is entered around each of the three phases: by default torch.profiler's
+    ``record_function`` labels them (it costs microseconds when no profiler runs); a clock can time them
+    instead (``helpers.profiling.PhaseClock``).
     """
     optimizer.zero_grad(set_to_none=True)
     autocast = torch.autocast(inputs.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
-    with record_function("forward"), autocast:
+    with phase("forward"), autocast:
         logits = model(inputs)
         loss = loss_function(logits, targets)
-    with record_function("backward"):
+    with phase("backward"):
         loss.backward()
-    with record_function("optimizer"):
+    with phase("optimizer"):
         optimizer.step()
     return loss.detach(), logits.detach()
 
