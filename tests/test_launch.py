@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import TEST_TAG, worker_processes
 
-from helpers import ddp, launch, lightning_ddp, models, worker
+from helpers import ddp, hardware, launch, lightning_ddp, models, worker
 
 RECORDED = Path(__file__).parent / "data"
 
@@ -129,6 +129,21 @@ def test_collect_names_the_rank_whose_error_came_first(tmp_path):
         launch.collect(tmp_path, 2)
 
 
+def test_a_rank_aborted_by_nccl_s_watchdog_is_an_echo_of_the_rank_that_wrote_its_error(tmp_path):
+    # NCCL's watchdog kills the waiting peer with SIGABRT, possibly before torchrun sees the failing rank
+    # exit: the rank that wrote its error is the cause, the aborted one its echo.
+    report = (RECORDED / "torchrun-rank1-sigkill.log").read_text()
+    report = report.replace("exitcode  : -9 (pid: 2490)", "exitcode  : -6 (pid: 2490)")
+    (tmp_path / "torchrun-node0.log").write_text(report.replace("Signal 9 (SIGKILL)", "Signal 6 (SIGABRT)"))
+    (tmp_path / "rank0.error").write_text("Traceback\nValueError: unknown model 'Nope'")
+    with pytest.raises(launch.LaunchError, match=r"^rank 0 failed: ValueError: unknown model 'Nope' "
+                       r"\(then rank 1 \(SIGABRT\), after it\)"):  # fmt: skip
+        launch.collect(tmp_path, 2)
+    (tmp_path / "rank0.error").unlink()  # alone, the abort is reported with what it usually means
+    with pytest.raises(launch.LaunchError, match=r"^rank 1 was killed by SIGABRT .*NCCL's watchdog"):
+        launch.collect(tmp_path, 2)
+
+
 def rank_process(rank: int, timeout: float = 60) -> psutil.Process:
     """The live helpers.ddp process of ``rank`` that this test launched (found by its environment: its
     rank and the test's tag, never another run's rank), waiting for it to start."""
@@ -209,3 +224,24 @@ def test_what_is_measured_here_and_what_is_not():
     statement = launch.measured_statement(launch.run_plan(["nccl", "gloo"], "cpu", [1, 2]))
     assert statement.startswith("**Measured here:** gloo (up to 2 ranks).")
     assert "**Not measured here: nccl** — NCCL only moves CUDA tensors" in statement
+
+
+def test_gpus_that_forbid_sharing_are_refused_before_a_cuda_launch_starts(monkeypatch):
+    # Gloo ranks sharing a GPU, or a rank beside the notebook's kernel, need the Default compute mode.
+    listed = "\n".join(
+        f"{index}, NVIDIA A100-SXM4-80GB, 81920, {mode}, 580.65.06, 00000000:0{index}:00.0, GPU-{index}aaa"
+        for index, mode in enumerate(["Default", "Exclusive_Process"])
+    )
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 2)
+    monkeypatch.setattr(
+        hardware, "_run", lambda command: listed if "--query-gpu" in " ".join(command) else None
+    )
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    launch.check_request("gloo", "cuda", 1)  # GPU 0 is shareable
+    with pytest.raises(ValueError, match=r"GPU 1 \(nvidia-smi GPU 1\) is in compute mode Exclusive_Process"):
+        launch.check_request("gloo", "cuda", 3)  # three ranks on two GPUs: GPU 1 would be shared
+    described = hardware.Machine.from_gpu_list(listed)
+    assert "Exclusive_Process" in launch.Request("helpers.ddp", 2, {**CONFIG, "device": "cuda"}).refusal(
+        described
+    )
+    launch.check_request("gloo", "cpu", 3, machine=described)  # CPU ranks need no GPU

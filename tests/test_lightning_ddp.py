@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("lightning")
 
-from helpers import launch, lightning_ddp, models
+from helpers import launch, lightning_ddp, models, worker
 from helpers.results import ResultStore
 
 CONFIG = dict(
@@ -108,3 +108,26 @@ def test_lightning_refuses_to_share_a_gpu_between_ranks():
     config = {**CONFIG, "device": "cuda"}
     with pytest.raises(ValueError, match="Lightning runs one rank per GPU" if gpus else "no CUDA device"):
         lightning_ddp.check_lightning_request(config, gpus + 1)
+
+
+def test_lightning_is_compared_at_the_largest_size_it_can_run_and_says_what_it_skipped(monkeypatch):
+    # One GPU, Gloo on CUDA tensors at 1, 2 and 4 ranks (the gpu profile of chapter 3): the hand-written
+    # worker shares the GPU, Lightning cannot, so the comparison falls back to one rank and says why.
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 1)
+    settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
+    size, skipped = lightning_ddp.planned_ranks([1, 2, 4], settings)
+    assert size == 1 and [reason.split(":")[0] for reason in skipped] == ["4 rank(s)", "2 rank(s)"]
+    assert all("Lightning runs one rank per GPU" in reason for reason in skipped)
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 4)
+    assert lightning_ddp.planned_ranks([1, 2, 4], settings) == (4, [])
+
+
+def test_when_lightning_can_run_nothing_the_comparison_is_empty_and_says_why(monkeypatch):
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 1)
+    monkeypatch.setattr(lightning_ddp, "stored_ddp_run", lambda *a, **k: pytest.fail("launched"))
+    settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
+    frameworks = lightning_ddp.compare(None, ["LinearNet"], [2, 4], settings)
+    assert frameworks["steps"].empty and frameworks["table"].empty and frameworks["ranks"] is None
+    assert frameworks["note"].startswith(
+        "Not compared: Lightning can run none of the sizes. Skipped 4 rank(s)"
+    )

@@ -89,16 +89,19 @@ def test_the_launcher_tells_simulated_nodes_to_place_by_global_rank(tmp_path, re
     assert [r["threads"] for r in results] == [max(1, worker.usable_cores() // 2)] * 2
 
 
-def test_process_groups_time_out_within_two_minutes_and_bind_nccl_to_the_gpu(monkeypatch):
+def test_process_groups_time_out_within_two_minutes_and_bind_nccl_to_the_gpu(monkeypatch, tmp_path):
     assert worker.group_timeout({"timeout_seconds": 5}) == datetime.timedelta(seconds=5)
     assert worker.group_timeout({"timeout_seconds": 600}) == datetime.timedelta(seconds=120)
     calls = []
     monkeypatch.setattr(worker.dist, "init_process_group", lambda backend, **kw: calls.append((backend, kw)))
     monkeypatch.setattr(worker.dist, "destroy_process_group", lambda: calls.append("destroyed"))
+    monkeypatch.setattr(worker.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(worker.dist, "get_backend", lambda: "gloo")
+    monkeypatch.setenv("RANK", "1")
     gpu = torch.device("cuda", 2)
-    with worker.process_group({"backend": "nccl", "timeout_seconds": 30}, gpu):
+    with worker.process_group({"backend": "nccl", "timeout_seconds": 30}, gpu, tmp_path):
         pass
-    with pytest.raises(RuntimeError), worker.process_group({"backend": "gloo"}, gpu):
+    with pytest.raises(RuntimeError), worker.process_group({"backend": "gloo"}, gpu, tmp_path):
         raise RuntimeError("a failing rank still leaves its group")
     timeout = datetime.timedelta(seconds=30)
     assert calls == [
@@ -107,3 +110,40 @@ def test_process_groups_time_out_within_two_minutes_and_bind_nccl_to_the_gpu(mon
         ("gloo", {"timeout": datetime.timedelta(seconds=60), "device_id": None}),
         "destroyed",
     ]
+    assert (tmp_path / "rank1.error").read_text().strip().endswith("a failing rank still leaves its group")
+
+
+def test_a_failing_nccl_rank_names_itself_before_it_aborts_instead_of_waiting_for_its_peers(
+    monkeypatch, tmp_path
+):
+    """destroy_process_group can block while the peers sit in a collective: the error file must exist
+    before the rank leaves, and an NCCL group is aborted, not destroyed."""
+    import torch.distributed.distributed_c10d as c10d
+
+    events = []
+    error_file = tmp_path / "rank0.error"
+    monkeypatch.setattr(worker.dist, "init_process_group", lambda backend, **kw: events.append("joined"))
+    monkeypatch.setattr(worker.dist, "destroy_process_group", lambda: events.append("destroyed"))
+    monkeypatch.setattr(worker.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(worker.dist, "get_backend", lambda: "nccl")
+    monkeypatch.setattr(c10d, "_abort_process_group", lambda: events.append(f"aborted {error_file.exists()}"))
+    monkeypatch.setenv("RANK", "0")
+    with (
+        pytest.raises(ValueError, match="bad batch"),
+        worker.process_group({"backend": "nccl"}, torch.device("cuda", 0), tmp_path),
+    ):
+        raise ValueError("bad batch")
+    assert events == ["joined", "aborted True"]  # written first, then aborted; never destroyed
+    assert "ValueError: bad batch" in error_file.read_text()
+
+
+def test_every_rank_applies_the_tf32_setting_and_records_it(monkeypatch, four_gpus, tmp_path):
+    rank_environment(monkeypatch, rank=0, world_size=1, local_rank=0, local_world_size=1)
+    worker.set_tf32(True)  # as a process may start: PyTorch lets cuDNN convolutions use TF32 by default
+    worker.prepare_rank({"device": "cpu"})
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    worker.write_rank_result(tmp_path, 0, 1, {"backend": "gloo"}, "cpu", {})
+    assert '"tf32": false' in (tmp_path / "rank0.json").read_text()
+    worker.prepare_rank({"device": "cpu", "tf32": True})
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    worker.set_tf32(False)

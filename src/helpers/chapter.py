@@ -21,6 +21,7 @@ from helpers.models import MODELS
 from helpers.provenance import banner
 from helpers.results import ResultStore
 from helpers.sharding.memory import STAGES
+from helpers.worker import set_tf32
 
 PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
 
@@ -123,12 +124,14 @@ def check_parameters(parameters: dict) -> None:
 
 
 def start(namespace: dict) -> tuple[ResultStore, str]:
-    """Check the parameters in ``namespace`` (a notebook's ``globals()``), then open the store of its
-    ``results_run``, set the figures' style and display the chapter's "Measured on" line.
+    """Check the parameters in ``namespace`` (a notebook's ``globals()``), keep float32 arithmetic off
+    TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
+    style and display the chapter's "Measured on" line.
 
     Returns the store and the one-line description of its hardware, for figure titles.
     """
     check_parameters(parameters_of(namespace))
+    set_tf32(False)  # the study's float32, as every rank sets it (helpers.worker.prepare_rank)
     plotting.setup_style()
     store = ResultStore(namespace["results_run"])
     display(banner(store))

@@ -112,7 +112,7 @@ def train_rank(config: dict, output: Path) -> None:
     """Train with DDP on this rank and write ``rank<r>.json``: per epoch its wall time between barriers,
     every step's seconds, the global batch loss of every step, and (rank 0) test figures."""
     rank, world_size, device = prepare_rank(config)
-    with process_group(config, device):
+    with process_group(config, device, output):
         if config.get("fail_rank") == rank:
             raise RuntimeError(f"rank {rank} fails on purpose (fail_rank={rank})")
         fsdd = load_fsdd(download=False)
@@ -185,7 +185,7 @@ def ddp_config(**settings) -> dict:
     config = {
         "backend": "gloo", "device": "cpu", "model": "LinearNet", "seed": 0, "train_samples": None,
         "test_samples": None, "global_batch_size": 50, "epochs": 2, "optimizer": "adam", "lr": 1e-3,
-        "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60,
+        "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60, "tf32": False,
     }  # fmt: skip
     unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
     if unknown:
@@ -286,6 +286,22 @@ def sweep(
         ranks = settings.pop("ranks")
         runs.append((variation, stored_ddp_run(store, ranks, **settings)))
     return runs
+
+
+def chapter_sweeps(models, plan: pd.DataFrame, bucket_caps_mb, compressions, parity_seeds) -> dict:
+    """Chapter 3's launches, section by section, as ``sweep`` variations over its common settings:
+    ``scaling`` (every model on every backend and rank count the ``launch.run_plan`` lets run),
+    ``buckets`` (ConvNet, each cap), ``compression`` (LinearNet, each hook) and ``parity`` (LinearNet, each
+    seed, one rank and the most); the last three at the plan's largest rank count. The notebook runs
+    these, and ``helpers.plan`` validates and times the same list before anything starts."""
+    size = int(plan["ranks"].max())
+    runnable = list(plan.query("runs")[["backend", "ranks"]].itertuples(index=False))
+    return {
+        "scaling": [{"model": m, "backend": b, "ranks": int(k)} for m in models for b, k in runnable],
+        "buckets": [{"model": "ConvNet", "bucket_cap_mb": cap, "ranks": size} for cap in bucket_caps_mb],
+        "compression": [{"model": "LinearNet", "compression": c, "ranks": size} for c in compressions],
+        "parity": [{"model": "LinearNet", "seed": s, "ranks": k} for s in parity_seeds for k in (1, size)],
+    }
 
 
 def step_times(records: list[tuple[dict, dict]]) -> pd.DataFrame:

@@ -19,13 +19,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 
+from helpers import worker
+from helpers.hardware import Machine, sharing_refusal
 from helpers.processes import stop_process_tree
-from helpers.worker import ALL_RANKS_HERE, usable_gpus
+from helpers.worker import ALL_RANKS_HERE
 
 BACKENDS = ("gloo", "nccl")
 # torchrun's summary of the first rank to fail: "Root Cause (first observed failure):" then its fields
@@ -40,10 +43,15 @@ class LaunchError(RuntimeError):
     """A launch that failed, timed out, or whose ranks reported an error."""
 
 
-def check_request(backend: str, device: str, world_size: int, gpus: int | None = None) -> None:
+def check_request(
+    backend: str, device: str, world_size: int, gpus: int | None = None, machine: Machine | None = None
+) -> None:
     """Refuse, with the reason, what cannot work, before any process starts.
 
     Gloo may share GPUs between ranks (``helpers.worker.gpu_index`` deals them round-robin); NCCL may not.
+    GPUs in a compute mode that allows one process per GPU are refused for every CUDA launch (the
+    notebook or gpu-check beside the ranks holds a context too). ``machine`` (default: this one) is
+    what a plan describes; ``gpus`` caps the GPUs the launch may use.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -51,7 +59,8 @@ def check_request(backend: str, device: str, world_size: int, gpus: int | None =
         raise ValueError(f"device must be 'cpu' or 'cuda', not {device!r}")
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive integer, not {world_size!r}")
-    gpus = usable_gpus(gpus)
+    visible = machine.gpus if machine is not None else worker.visible_gpus()
+    gpus = visible if gpus is None else min(gpus, visible)
     if device == "cuda" and gpus == 0:
         raise ValueError("device 'cuda' asked for, but no CUDA device is visible")
     if backend == "nccl":
@@ -62,6 +71,58 @@ def check_request(backend: str, device: str, world_size: int, gpus: int | None =
                 f"NCCL needs one GPU per rank: {world_size} ranks asked for, {gpus} GPU(s) visible "
                 "(NCCL refuses two ranks on one GPU; use gloo to share a GPU between ranks)"
             )
+    if device == "cuda":
+        used = list(range(min(world_size, gpus)))
+        refusal = machine.sharing_refusal(used) if machine is not None else sharing_refusal(used)
+        if refusal:
+            raise ValueError(refusal)
+
+
+def check_launch(
+    config: dict, world_size: int, nodes: int = 1, machine: Machine | None = None, module: str = "helpers.ddp"
+) -> None:
+    """Everything ``launch`` refuses before it starts a process (the plan of a profile asks the same):
+    ``check_request``, a global batch the ranks cannot split evenly, ranks the nodes cannot split evenly,
+    and the worker's own rules (Lightning: one rank per GPU)."""
+    check_request(config["backend"], config["device"], world_size, config.get("gpus"), machine)
+    if "global_batch_size" in config and config["global_batch_size"] % world_size:
+        raise ValueError(
+            f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"
+        )
+    if world_size % nodes:
+        raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
+    if module == "helpers.lightning_ddp" and config["device"] == "cuda":
+        visible = machine.gpus if machine is not None else worker.visible_gpus()
+        gpus = visible if config.get("gpus") is None else min(config["gpus"], visible)
+        if world_size // nodes > gpus:
+            raise ValueError(
+                f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, {gpus} "
+                "GPU(s) usable (the hand-written helpers.ddp worker can share GPUs with gloo; Lightning "
+                "cannot)"
+            )
+        if nodes > 1:
+            raise ValueError(
+                "Lightning places each rank on the GPU of its local rank, so nodes simulated on one machine "
+                "would put two ranks on one GPU; run the helpers.ddp worker for that, or one node per machine"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class Request:
+    """One launch as planned: the worker module, its ranks, its configuration and its nodes."""
+
+    module: str
+    world_size: int
+    config: dict
+    nodes: int = 1
+
+    def refusal(self, machine: Machine | None = None) -> str | None:
+        """Why ``launch`` would refuse this on ``machine`` (None: it would start)."""
+        try:
+            check_launch(self.config, self.world_size, self.nodes, machine, self.module)
+        except ValueError as error:
+            return str(error)
+        return None
 
 
 def torchrun_command(
@@ -111,17 +172,26 @@ def first_failures(output: Path) -> list[dict]:
     return failures
 
 
+# NCCL's watchdog aborts a rank whose collective timed out or whose communicator saw a peer fail: a rank
+# killed by SIGABRT may be the echo of another rank's error, never proof of being the first to fail.
+ECHO_SIGNALS = ("SIGABRT",)
+
+
 def collect(output: Path, ranks: int) -> list[dict]:
     """Every rank's result file; LaunchError naming the rank that failed first, and how.
 
-    The cause is, in order: a rank that torchrun saw killed by a signal (it could write no error file,
-    and a signal is never the echo of another rank's failure), the first ``rank<r>.error`` written,
-    a rank that exited with an error code but no traceback, and ranks that wrote no result.
+    The cause is, in order: a rank that torchrun saw killed by a signal that no peer sends (SIGKILL from
+    the out-of-memory killer, SIGSEGV: it could write no error file), the first ``rank<r>.error``
+    written, a rank killed by SIGABRT (NCCL's watchdog: often the echo of a peer's failure, so it comes
+    after any error file), a rank that exited with an error code but no traceback, and ranks that wrote
+    no result.
     """
     errors = sorted(output.glob("rank*.error"), key=lambda path: path.stat().st_mtime)
     errored = {path.stem.removeprefix("rank") for path in errors}
     deaths = sorted(first_failures(output), key=lambda f: (f["time"], f["signal"] is None))
-    killed = [f for f in deaths if f["signal"] and str(f["rank"]) not in errored]
+    signalled = [f for f in deaths if f["signal"] and str(f["rank"]) not in errored]
+    killed = [f for f in signalled if f["signal"] not in ECHO_SIGNALS]
+    aborted = [f for f in signalled if f["signal"] in ECHO_SIGNALS]
     echoes = ", ".join(path.stem.removeprefix("rank") for path in errors)
     if killed:
         first = killed[0]
@@ -132,9 +202,16 @@ def collect(output: Path, ranks: int) -> list[dict]:
         )
     if errors:  # the first error written is the cause; the others are usually its echo ("connection closed")
         cause = errors[0].read_text().strip().splitlines()[-1]
-        others = ", ".join(path.stem.removeprefix("rank") for path in errors[1:])
-        echo = f" (then rank {others}, after it)" if others else ""
+        others = [path.stem.removeprefix("rank") for path in errors[1:]]
+        others += [f"{f['rank']} ({f['signal']})" for f in aborted]
+        echo = f" (then rank {', '.join(others)}, after it)" if others else ""
         raise LaunchError(f"rank {errors[0].stem.removeprefix('rank')} failed: {cause}{echo}")
+    if aborted:
+        first = aborted[0]
+        raise LaunchError(
+            f"rank {first['rank']} was killed by {first['signal']} (exit code {first['exitcode']}), as "
+            f"NCCL's watchdog does when a collective times out; torchrun's report: {output / first['log']}"
+        )
     if deaths:
         first = deaths[0]
         raise LaunchError(
@@ -180,13 +257,7 @@ def launch(
     Without ``output`` the run's folder is temporary: removed after a successful launch, kept (and
     named in the error) after a failed one, for its logs.
     """
-    check_request(config["backend"], config["device"], world_size, config.get("gpus"))
-    if "global_batch_size" in config and config["global_batch_size"] % world_size:
-        raise ValueError(
-            f"global_batch_size {config['global_batch_size']} is not divisible by {world_size} ranks"
-        )
-    if world_size % nodes:
-        raise ValueError(f"{world_size} ranks cannot be split evenly over {nodes} nodes")
+    check_launch(config, world_size, nodes, module=module)
     temporary = output is None
     output = Path(output or tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-"))
     output.mkdir(parents=True, exist_ok=True)
@@ -268,13 +339,20 @@ def backend_support() -> list[dict]:
     return rows
 
 
-def run_plan(backends: list[str], device: str, world_sizes: list[int], gpus: int | None = None):
-    """Which (backend, ranks) pairs can run here and, for those that cannot, the launcher's reason."""
+def run_plan(
+    backends: list[str],
+    device: str,
+    world_sizes: list[int],
+    gpus: int | None = None,
+    machine: Machine | None = None,
+):
+    """Which (backend, ranks) pairs can run on ``machine`` (default: here) and, for those that cannot, the
+    launcher's reason."""
     rows = []
     for backend in backends:
         for size in world_sizes:
             try:
-                check_request(backend, device, size, gpus)
+                check_request(backend, device, size, gpus, machine)
                 reason = ""
             except ValueError as error:
                 reason = str(error)

@@ -41,11 +41,19 @@ from helpers.ddp import (
     stored_ddp_run,
     summarize_run,
 )
-from helpers.launch import check_request, launch
+from helpers.launch import check_launch, launch
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import describe_speedup, speedup, spread
 from helpers.train import evaluate, make_optimizer, to_device
-from helpers.worker import group_timeout, prepare_rank, usable_gpus, worker_main, write_rank_result
+from helpers.worker import (
+    group_timeout,
+    leave_after_error,
+    prepare_rank,
+    usable_gpus,
+    worker_main,
+    write_rank_error,
+    write_rank_result,
+)
 
 try:
     import lightning.pytorch as pl
@@ -193,22 +201,11 @@ class EpochRecorder(_Callback):
         self.history.append(row)
 
 
-def check_lightning_request(config: dict, world_size: int, nodes: int = 1) -> None:
-    """The launcher's checks, plus Lightning's own rules: one rank per GPU (no sharing, even with gloo),
-    and, since Lightning places each rank on the GPU of its local rank, no simulated nodes on one
-    machine's GPUs (their local ranks would collide)."""
-    check_request(config["backend"], config["device"], world_size, config.get("gpus"))
-    gpus = usable_gpus(config.get("gpus"))
-    if config["device"] == "cuda" and world_size // nodes > gpus:
-        raise ValueError(
-            f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, {gpus} GPU(s) "
-            "usable (the hand-written helpers.ddp worker can share GPUs with gloo; Lightning cannot)"
-        )
-    if config["device"] == "cuda" and nodes > 1:
-        raise ValueError(
-            "Lightning places each rank on the GPU of its local rank, so nodes simulated on one machine "
-            "would put two ranks on one GPU; run the helpers.ddp worker for that, or one node per machine"
-        )
+def check_lightning_request(config: dict, world_size: int, nodes: int = 1, machine=None) -> None:
+    """The launcher's checks with Lightning's own rules (``helpers.launch.check_launch`` for this module):
+    one rank per GPU (no sharing, even with gloo), and, since Lightning places each rank on the GPU of its
+    local rank, no simulated nodes on one machine's GPUs (their local ranks would collide)."""
+    check_launch(config, world_size, nodes, machine, MODULE)
 
 
 def train_rank(config: dict, output: Path) -> None:
@@ -278,9 +275,12 @@ def train_rank(config: dict, output: Path) -> None:
                 },
             },
         )
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+    except BaseException:  # the error file first, then leave without waiting for peers (helpers.worker)
+        write_rank_error(output)
+        leave_after_error()
+        raise
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def main() -> int:
@@ -319,24 +319,38 @@ def stored_lightning_run(store, world_size: int, time_limit_seconds: float = 900
     )
 
 
-def compare(store, models, world_size: int, settings: dict) -> dict:
-    """The hand-written DDP worker against Lightning on each model it can run here, through the store.
-
-    Returns ``steps`` (every timed step, one row each, by framework) and ``table`` (per model and
-    framework: the step's median and spread, Lightning's speed-up over the hand-written loop, the last
-    loss, the test accuracy and the largest per-step relative loss difference from the hand-written
-    run); empty when no model can run.
-    """
-    runs, rows = [], []
-    for name in models:
-        configured = {**settings, "model": name}
+def planned_ranks(world_sizes, settings: dict, machine=None) -> tuple[int | None, list[str]]:
+    """The largest of ``world_sizes`` that Lightning can run with ``settings`` here (or on the described
+    ``machine``), and why each larger one cannot (``check_lightning_request``'s reasons): the hand-written
+    worker's sizes, cut where Lightning's one-rank-per-GPU rule refuses them, so that a one-GPU machine
+    still compares the two at one rank."""
+    skipped = []
+    for size in sorted(set(world_sizes), reverse=True):
         try:
-            check_lightning_request(ddp_config(**configured), world_size)
+            check_lightning_request(ddp_config(**settings), size, machine=machine)
         except ValueError as error:
-            rows.append({"model": name, "framework": "Lightning", "not run": str(error)})
+            skipped.append(f"{size} rank(s): {error}")
             continue
-        by_hand = stored_ddp_run(store, world_size, **configured)
-        by_lightning = stored_lightning_run(store, world_size, **configured)
+        return size, skipped
+    return None, skipped
+
+
+def compare(store, models, world_sizes, settings: dict) -> dict:
+    """The hand-written DDP worker against Lightning on each model, through the store, at the largest of
+    ``world_sizes`` that Lightning can run here (``planned_ranks``).
+
+    Returns ``steps`` (every timed step, one row each, by framework; empty when nothing could run),
+    ``table`` (per model and framework: the step's median and spread, Lightning's speed-up over the
+    hand-written loop, the last loss, the test accuracy and the largest per-step relative loss difference
+    from the hand-written run), ``ranks`` (the size compared, or None) and ``note`` (one sentence: what was
+    compared and what was skipped, with the reasons).
+    """
+    size, skipped = planned_ranks(world_sizes, settings)
+    runs, rows = [], []
+    for name in models if size else []:
+        configured = {**settings, "model": name}
+        by_hand = stored_ddp_run(store, size, **configured)
+        by_lightning = stored_lightning_run(store, size, **configured)
         for framework, record in (("by hand", by_hand), (f"Lightning {lightning_version()}", by_lightning)):
             runs.append(({"model": name, "framework": framework}, record))
             result = record["result"]
@@ -348,7 +362,12 @@ def compare(store, models, world_size: int, settings: dict) -> dict:
                          "train loss": round(result["train_loss"], 4),
                          "test accuracy": round(result["test_accuracy"], 3),
                          "largest relative loss difference": f"{parity:.1e}"})  # fmt: skip
-    return {"steps": step_times(runs) if runs else pd.DataFrame(), "table": pd.DataFrame(rows)}
+    compared = (
+        f"Compared at {size} rank(s)." if size else "Not compared: Lightning can run none of the sizes."
+    )
+    note = " ".join([compared, *(f"Skipped {reason}." for reason in skipped)])
+    return {"steps": step_times(runs) if runs else pd.DataFrame(), "table": pd.DataFrame(rows),
+            "ranks": size, "note": note}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -58,17 +58,35 @@ def gpu_index(rank: int, local_rank: int, gpus: int, all_ranks_here: bool) -> in
     return (rank if all_ranks_here else local_rank) % gpus
 
 
+def set_tf32(enabled: bool) -> None:
+    """Let float32 matrix products and cuDNN convolutions run on TF32 tensor cores, or keep them float32.
+
+    PyTorch's defaults differ (matmul off, cuDNN on since 1.12) and are set per process, so every rank
+    applies the study's one explicit setting: without it a GPU rank's convolutions round to TF32's 10-bit
+    mantissa (about 1e-3 relative on Ampere and newer) while the CPU and the parent stay float32.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def tf32_in_use() -> bool:
+    """Whether this process lets float32 matrix products or convolutions round to TF32 (recorded)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+
 def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
     """Inside a worker: this rank's (rank, world_size, device), with its share of the cores as threads.
 
     The ranks on this machine share its cores equally (``config["threads"]`` overrides). With
     ``device`` "cuda" the rank takes ``gpu_index``'s GPU of the ``usable_gpus(config["gpus"])``.
+    TF32 is ``config["tf32"]`` (default off: float32 arithmetic, as on the CPU), in every rank.
     """
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     here = bool(config.get(ALL_RANKS_HERE))
     sharing = ranks_on_this_machine(world_size, local_world_size, here)
     torch.set_num_threads(config.get("threads") or max(1, usable_cores() // sharing))
+    set_tf32(bool(config.get("tf32", False)))
     if config["device"] != "cuda":
         return rank, world_size, torch.device("cpu")
     device = torch.device("cuda", gpu_index(rank, local_rank, usable_gpus(config.get("gpus")), here))
@@ -82,26 +100,54 @@ def group_timeout(config: dict) -> datetime.timedelta:
 
 
 @contextlib.contextmanager
-def process_group(config: dict, device: torch.device):
+def process_group(config: dict, device: torch.device, output: Path):
     """Join the default process group of ``config["backend"]`` with its short timeout; always leave it.
 
     NCCL groups are bound to the rank's GPU (``device_id``): the communicator is created at once, by
     every rank together, and batched send/receive (``dist.batch_isend_irecv``) reuses it instead of
     creating a two-rank communicator per pair of peers on first use, which blocks until both peers
     arrive (PyTorch pull request 160342, 2025-08-11, describes the two kinds of communicator).
+
+    On an error the rank writes ``output/rank<r>.error`` first and then aborts its group instead of
+    destroying it: ``destroy_process_group`` can block while the peers sit in a collective that this rank
+    will never join, and the launcher must learn which rank failed before the peers' echoes arrive.
     """
     bound = device if config["backend"] == "nccl" else None
     dist.init_process_group(config["backend"], timeout=group_timeout(config), device_id=bound)
     try:
         yield
-    finally:
+    except BaseException:
+        write_rank_error(output)
+        leave_after_error()
+        raise
+    dist.destroy_process_group()
+
+
+def leave_after_error() -> None:
+    """Leave the process group without waiting for peers: NCCL's communicators are aborted (what its
+    watchdog would do after the timeout), other backends' groups destroyed (Gloo's never block)."""
+    if not dist.is_initialized():
+        return
+    if dist.get_backend() == "nccl":
+        from torch.distributed.distributed_c10d import _abort_process_group  # the abort torch documents
+
+        _abort_process_group()
+    else:
         dist.destroy_process_group()
 
 
+def write_rank_error(output: Path) -> None:
+    """``output/rank<r>.error`` with the traceback being handled, unless this rank already wrote one."""
+    path = output / f"rank{os.environ.get('RANK', '?')}.error"
+    if not path.exists():
+        path.write_text(traceback.format_exc())
+
+
 def write_rank_result(output: Path, rank: int, world_size: int, config: dict, device, result: dict) -> None:
-    """``output/rank<r>.json``, atomically: who wrote it (rank, backend, device, threads), then ``result``."""
+    """``output/rank<r>.json``, atomically: who wrote it (rank, backend, device, threads, TF32), then
+    ``result``."""
     header = {"rank": rank, "world_size": world_size, "backend": config["backend"], "device": str(device),
-              "threads": torch.get_num_threads()}  # fmt: skip
+              "threads": torch.get_num_threads(), "tf32": tf32_in_use()}  # fmt: skip
     write_json_atomically(output / f"rank{rank}.json", {**header, **result})
 
 
@@ -118,7 +164,6 @@ def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int
     try:
         run_rank(json.loads(args.config.read_text()), args.output)
     except Exception:
-        rank = os.environ.get("RANK", "?")
-        (args.output / f"rank{rank}.error").write_text(traceback.format_exc())
+        write_rank_error(args.output)
         raise
     return 0

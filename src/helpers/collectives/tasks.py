@@ -461,7 +461,7 @@ def run_rank(config: dict, output: Path) -> None:
     rank, world_size, device = prepare_rank(config)
     if config["backend"] == "nccl" and config["task"] == "deadlock":
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"  # wait() raises at the timeout instead of aborting
-    with process_group(config, device):
+    with process_group(config, device, output):
         result = TASK_FUNCTIONS[config["task"]](config, device)
         write_rank_result(
             output, rank, world_size, config, device,

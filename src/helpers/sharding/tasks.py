@@ -159,7 +159,7 @@ def train_rank(config: dict, output: Path) -> None:
     batch loss and seconds of every step, the collectives of every step, and the bytes this rank holds."""
     rank, world_size, device = prepare_rank(config)
     strategy = config["strategy"]
-    with process_group(config, device):
+    with process_group(config, device, output):
         train_set = take(
             load_fsdd(download=False).split("train"), config.get("train_samples"), config["seed"]
         )
