@@ -24,6 +24,7 @@ def test_dataset_shapes_split_and_labels(fsdd):
     assert fsdd.waveforms.dtype == torch.float32
     assert int(fsdd.is_test.sum()) == 300
     assert len(fsdd.split("train")) == 2700 and len(fsdd.split("test")) == 300
+    assert {name: len(fsdd.split(name)) for name in data.SPLIT_SIZES} == data.SPLIT_SIZES
     assert fsdd.speaker_names == ["george", "jackson", "lucas", "nicolas", "theo", "yweweler"]
     clips = fsdd.to_frame()
     per_digit = clips.groupby(["split", "digit"]).size().unstack()

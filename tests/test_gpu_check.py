@@ -2,14 +2,17 @@
 check's own code run on the CPU."""
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
-from helpers import gpu_check
+from helpers import gpu_check, hardware, models
 
 
 def test_without_a_gpu_it_says_so_and_runs_nothing(monkeypatch, capsys):
     monkeypatch.setattr(gpu_check, "visible_gpus", lambda: 0)
+    monkeypatch.setattr(hardware, "_run", lambda command: None)  # no nvidia-smi: a CPU machine
     monkeypatch.setattr(gpu_check, "run_checks", lambda *a, **k: pytest.fail("ran a check without a GPU"))
     assert gpu_check.main([]) == 0
     assert "no CUDA device is visible on this machine; nothing to check" in capsys.readouterr().out
@@ -26,7 +29,7 @@ def test_the_plan_for_one_gpu():
     assert [p for p in planned if p.startswith("DataParallel")] == ["DataParallel, 1 replica(s)"]
     assert "NCCL, more ranks than GPUs" in planned and "peer copy GPU 0 → 1" not in planned
     for name in ("LinearNet", "ConvNet"):
-        for path in ("training step", "bf16 autocast", "profiler trace", "peak memory"):
+        for path in ("training step", "bf16 autocast", "profiler trace", "memory"):
             assert f"{path}, {name}" in planned
 
 
@@ -57,12 +60,14 @@ def test_a_failing_check_becomes_a_row_and_the_exit_code(monkeypatch, tmp_path, 
         gpu_check.Check("breaks", "something", broken),
     ]
     monkeypatch.setattr(gpu_check, "visible_gpus", lambda: 1)
+    monkeypatch.setattr(hardware, "cuda_problem", lambda: None)
+    monkeypatch.setattr(gpu_check, "set_tf32", lambda enabled: None)
     monkeypatch.setattr(gpu_check, "planned_checks", lambda gpus: checks)
     monkeypatch.setattr(gpu_check, "load_fsdd", lambda: None)
     output = tmp_path / "check.json"
     assert gpu_check.main(["--output", str(output)]) == 1
     printed = capsys.readouterr().out
-    assert "1 passed, 1 failed" in printed
+    assert "1 passed, 1 failed, 0 skipped" in printed
     written = json.loads(output.read_text())
     assert [row["result"] for row in written["checks"]] == [
         "pass: fine",
@@ -85,3 +90,75 @@ def test_the_default_record_is_named_by_the_hardware():
     info = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}], "cpu_model": "x"}
     path = gpu_check.default_output(info)
     assert path.parent.name == "gpu-check" and path.name.startswith("nvidia-h100-80gb-hbm3-")
+
+
+GPU_NAMES = {11: "NVIDIA GeForce GTX 1080 Ti", 24: "NVIDIA A10G", 40: "NVIDIA A100-SXM4-40GB",
+             80: "NVIDIA H100 80GB HBM3"}  # fmt: skip
+
+
+@pytest.mark.parametrize("gib", sorted(GPU_NAMES))
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_every_planned_check_on_a_described_machine_would_start(gpus, gib):
+    machine = hardware.Machine.described_as(gpus, GPU_NAMES[gib], memory_gib=gib)
+    table = gpu_check.plan_table(machine)
+    assert not table["status"].str.startswith("refused").any(), table.query("status != 'runs'").to_dict(
+        "records"
+    )
+    skipped = table[table["status"].str.startswith("skip")]["path"].tolist()
+    assert skipped == (["sharded training, nccl on cuda, 2 ranks"] if gpus == 1 else [])
+    checks = gpu_check.planned_checks(gpus, machine=machine)
+    for check in checks:  # every launch's global batch divides over its ranks (3 and 5 ranks included)
+        for request in check.launches:
+            if "global_batch_size" in request.config:
+                assert request.config["global_batch_size"] % request.world_size == 0
+    windows = [check.window for check in checks if check.window]
+    assert len(windows) == 2 and all(0 < low <= high for low, high in windows)
+
+
+def test_the_memory_window_holds_chapter_one_s_count_and_says_which():
+    # LinearNet per sample after forward: the input (48,000 B, which the first Linear keeps), the ReLU
+    # outputs (4,000 and 400), the sigmoid's (40), the logits (40), log-softmax's output (40), the target
+    # (int64, 8): 52,528 B. The seed's "every output twice" (17,840 B) leaves the input out.
+    expected, low, high = gpu_check.memory_window("LinearNet")
+    assert expected == 48_000 + 4_000 + 400 + 40 + 40 + 40 + 8 == 52_528
+    assert (low, high) == (47_275, 57_780)
+    assert (
+        low <= expected <= high and not low <= models.activation_bytes_per_sample(models.LinearNet()) <= high
+    )
+
+
+def test_the_batch_of_every_ddp_check_is_sized_from_its_ranks():
+    for ranks in (1, 2, 3, 5, 9):
+        settings = gpu_check.ddp_settings("gloo", "cuda", ranks)
+        assert settings["global_batch_size"] == 4 * ranks and settings["train_samples"] == 16 * ranks
+
+
+def test_a_driver_too_old_for_torch_is_a_failure_with_the_driver_it_needs(monkeypatch, capsys):
+    listed = "0, NVIDIA A100-SXM4-80GB, 81920, Default, 535.104.05, 00000000:07:00.0, GPU-1a2b3c4d"
+    monkeypatch.setattr(
+        hardware, "_run", lambda command: listed if "--query-gpu" in " ".join(command) else None
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(gpu_check, "run_checks", lambda *a, **k: pytest.fail("ran a check torch cannot run"))
+    assert gpu_check.main([]) == 1
+    printed = capsys.readouterr().err
+    assert "nvidia-smi lists 1 GPU(s) with driver 535.104.05" in printed
+    assert "needs NVIDIA driver >= 580" in printed
+
+
+def test_plan_on_the_command_line(capsys):
+    assert gpu_check.main(["--plan", "--gpus", "2", "--gpu-name", "NVIDIA A100-SXM4-40GB"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("gpu-check plan on 2x NVIDIA A100-SXM4-40GB (40 GiB), 16 cores (described)")
+    assert "DDP gloo on cuda, 3 ranks" in printed and "0 refused, 0 skipped" in printed
+
+
+def test_the_topology_check_compares_only_the_gpus_torch_sees(monkeypatch):
+    matrix = (Path(__file__).parent / "data" / "nvidia-smi-topo-8gpu-nvlink.txt").read_text()
+    monkeypatch.setattr(hardware, "fingerprint", lambda: {"gpu_topology": matrix})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert gpu_check.check_topology(2) == "2 GPUs, every pair NV18: a bonded set of 18 NVLinks"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(gpu_check.CheckFailed, match="names 8 GPU"):
+        gpu_check.check_topology(2)

@@ -83,3 +83,11 @@ def test_size_and_largest_batch_tables():
     conv = models.build_model("ConvNet")
     assert table.loc["ConvNet", "largest batch (seed's accounting)"] == models.largest_batch(conv, 11 * 2**30)
     assert table.loc["ConvNet", "largest batch (measured)"] == (11 * 2**30 - 4 * 1_504_800) // 5_032_760
+
+
+def test_bytes_held_after_the_forward_pass_count_each_storage_once():
+    # What a GPU's allocator holds per sample once forward and loss are done: what autograd keeps (the
+    # input among it: the first layer keeps it), plus the logits (40 B), log-softmax's output (40 B) and
+    # the int64 target (8 B). The input is not counted twice.
+    assert models.held_bytes_per_sample(models.LinearNet()) == 48_000 + 4_000 + 400 + 40 + 40 + 40 + 8
+    assert models.held_bytes_per_sample(models.ConvNet()) == 5_032_760 + 40 + 40 + 8

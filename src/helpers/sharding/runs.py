@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from helpers.collectives.model import bus_bandwidth_factor
 from helpers.costmodel.timemodel import ddp_bucket_bytes
-from helpers.launch import launch
+from helpers.launch import check_request, launch
 from helpers.models import build_model
 from helpers.sharding.memory import (
     FLOAT,
@@ -58,7 +58,7 @@ def sharding_config(**settings) -> dict:
     config = {
         "backend": "gloo", "device": "cpu", "model": "LinearNet", "strategy": "ddp", "seed": 0,
         "train_samples": 400, "global_batch_size": 40, "steps": 6, "optimizer": "adam", "lr": 1e-3,
-        "timeout_seconds": 60,
+        "timeout_seconds": 60, "tf32": False,
     }  # fmt: skip
     unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
     if unknown:
@@ -68,6 +68,29 @@ def sharding_config(**settings) -> dict:
     if config["steps"] < 2:
         raise ValueError(f"steps must be at least 2 (the first one warms up), not {config['steps']}")
     return config
+
+
+def placement(backends, device: str, world_size: int, gpus: int | None = None, machine=None) -> dict:
+    """Where the sharded runs go: NCCL ranks on the GPUs, one GPU each, when ``device`` is "cuda" and NCCL is
+    among ``backends`` and can run ``world_size`` ranks here; otherwise Gloo ranks on the CPU, where what
+    each rank holds and sends is the same bytes (FSDP's collectives on Gloo with CUDA tensors are not
+    relied on). Returns the launch ``settings`` (backend, device) and a ``note`` saying which and why;
+    ``machine`` is a plan's described machine (default: this one).
+    """
+    reason = None
+    if device == "cuda" and "nccl" in backends:
+        try:
+            check_request("nccl", "cuda", world_size, gpus, machine)
+            return {"settings": {"backend": "nccl", "device": "cuda"},
+                    "note": f"{world_size} NCCL ranks, one GPU each"}  # fmt: skip
+        except ValueError as error:
+            reason = str(error)
+    elif device == "cuda":
+        reason = "NCCL is not among this run's backends"
+    note = f"{world_size} Gloo ranks on the CPU"
+    if reason:
+        note += f" ({reason}; what each rank holds and sends is the same bytes on any device)"
+    return {"settings": {"backend": "gloo", "device": "cpu"}, "note": note}
 
 
 def summarize_sharding(results: list[dict]) -> dict:
@@ -90,15 +113,24 @@ def summarize_sharding(results: list[dict]) -> dict:
     }
 
 
+def _record_config(world_size: int, settings: dict) -> dict:
+    return {"kind": "sharding_run", "world_size": world_size, **sharding_config(**settings)}
+
+
+def run_sharding(world_size: int, time_limit_seconds: float = 300, **settings) -> dict:
+    """One launch of ``world_size`` ranks of one strategy, not stored: ``{"config", "result"}`` as a stored
+    record holds them, so the checks below take either."""
+    config = _record_config(world_size, settings)
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
+    results = launch(worker, world_size, module=WORKER, time_limit_seconds=time_limit_seconds)
+    return {"config": config, "result": summarize_sharding(results)}
+
+
 def stored_sharding_run(store, world_size: int, time_limit_seconds: float = 300, **settings) -> dict:
     """Launch ``world_size`` ranks of one strategy through the results store (a finished run is reused)."""
-    config = {"kind": "sharding_run", "world_size": world_size, **sharding_config(**settings)}
-    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
     return store.measure(
-        config,
-        lambda: summarize_sharding(
-            launch(worker, world_size, module=WORKER, time_limit_seconds=time_limit_seconds)
-        ),
+        _record_config(world_size, settings),
+        lambda: run_sharding(world_size, time_limit_seconds, **settings)["result"],
     )
 
 
