@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from helpers import hardware, study
+from helpers.processes import stop_process_tree
 from helpers.results import ResultStore
 
 
@@ -42,14 +43,48 @@ def test_gpu_profile_needs_gpus(monkeypatch):
     assert study.resolve_profile("auto") == "gpu"
 
 
+def test_gpus_that_torch_cannot_use_are_refused_not_replaced_by_the_cpu(monkeypatch):
+    # A driver older than torch's CUDA needs: nvidia-smi lists GPUs, torch sees none (issue 24, defect 4).
+    problem = "nvidia-smi lists 4 GPU(s) with driver 535.104.05, but torch 2.11.0+cu130 sees none: ..."
+    monkeypatch.setattr(study, "cuda_problem", lambda: problem)
+    monkeypatch.setattr(study, "visible_gpus", lambda: 0)
+    for name in ("auto", "gpu"):
+        with pytest.raises(
+            ValueError, match=r"driver 535\.104\.05.*\(run `--profile cpu` to use the CPU anyway\)"
+        ):
+            study.resolve_profile(name)
+    assert study.resolve_profile("cpu") == "cpu"  # asked for by name: the CPU it is
+
+
+def test_a_gpu_study_refuses_before_its_first_chapter_when_its_plan_refuses(monkeypatch):
+    from helpers.plan import Item
+
+    monkeypatch.setattr(study, "visible_gpus", lambda: 1)
+    monkeypatch.setattr(study, "cuda_problem", lambda: None)
+    monkeypatch.setattr(study.Machine, "here", classmethod(lambda cls: study.Machine(1, "GPU", 2**30)))
+    refused = Item("03_ddp_nccl_vs_gloo", "DDP scaling", "LinearNet", 50, 1, "cuda", refusal="no room")
+    monkeypatch.setattr(study, "planned_items", lambda *args, **kwargs: [refused])
+    monkeypatch.setattr(study, "execute", lambda *args: pytest.fail("a chapter started"))
+    monkeypatch.setattr(study, "ResultStore", lambda profile: None)  # no results folder in the checkout
+    with pytest.raises(
+        ValueError, match="the plan refuses, before anything starts:\n03_ddp_nccl_vs_gloo: DDP "
+    ):
+        study.run("gpu")
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A throwaway project root with one tiny chapter whose parameters make it sleep or fail."""
     (tmp_path / "notebooks").mkdir()
     notebook = nbformat.v4.new_notebook()
-    parameters = nbformat.v4.new_code_cell('results_run = "smoke"\nseconds = 0\nfail = False')
+    parameters = nbformat.v4.new_code_cell(
+        'results_run = "smoke"\nseconds = 0\nfail = False\nstarted_file = ""'
+    )
     parameters.metadata["tags"] = ["parameters"]
-    body = "import time\ntime.sleep(seconds)\nif fail:\n    raise RuntimeError('failed on purpose')"
+    body = (
+        "import time\nif started_file:\n    open(started_file, 'w').close()\ntime.sleep(seconds)\nif fail:\n"
+        "    raise RuntimeError('failed on purpose')"
+    )
     notebook.cells = [parameters, nbformat.v4.new_code_cell(body)]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, tmp_path / "notebooks" / "01_tiny.ipynb")
@@ -115,7 +150,7 @@ def test_chapter_over_its_limit_is_stopped_with_its_kernel(project):
     chapter = study.plan("smoke")[0]
     slow = replace(chapter, parameters={**chapter.parameters, "seconds": 120}, time_limit_seconds=8)
     started = time.monotonic()
-    with pytest.raises(study.StudyError, match="exceeded its 0 min limit"):
+    with pytest.raises(study.StudyError, match="exceeded its 0m08s limit"):
         study.execute(slow, "smoke")
     assert time.monotonic() - started < 40
     assert not slow.output.exists()
@@ -124,28 +159,35 @@ def test_chapter_over_its_limit_is_stopped_with_its_kernel(project):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_stops_the_study_and_leaves_no_process_or_partial_file(project, signum):
+    # The runner starts as a shell without job control starts `cmd &`: with SIGINT ignored. It must
+    # stop on SIGINT all the same (it installs its own handlers), whatever started this test suite.
+    started = project / "chapter-started"
     config = project / "notebooks" / "study.yml"
-    config.write_text("profiles:\n  cpu:\n    01_tiny: {seconds: 120}\n")
+    config.write_text(f"profiles:\n  cpu:\n    01_tiny: {{seconds: 120, started_file: '{started}'}}\n")
     runner = subprocess.Popen(
         [sys.executable, "-m", "helpers.study", "--profile", "cpu"],
         env={**os.environ, "STUDY_ROOT": str(project)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        start_new_session=True,
     )
-    deadline = time.monotonic() + 60
-    family = []
-    while time.monotonic() < deadline and not any("ipykernel" in " ".join(p.cmdline()) for p in family):
-        time.sleep(0.5)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and runner.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert started.exists(), "the chapter never started"
         family = psutil.Process(runner.pid).children(recursive=True)
-    assert family, "the chapter's kernel never started"
-    runner.send_signal(signum)
-    assert runner.wait(timeout=30) == 130
-    assert "rerun to resume" in runner.stderr.read()
-    assert "interrupted" in runner.stdout.read()
-    _, alive = psutil.wait_procs(family, timeout=5)
-    assert not alive
-    assert not list((project / "book" / "chapters").glob("*.ipynb"))
+        runner.send_signal(signum)
+        out, err = runner.communicate(timeout=60)
+        assert runner.returncode == 130, err[-2000:]
+        assert "rerun to resume" in err and "interrupted" in out
+        _, alive = psutil.wait_procs(family, timeout=10)
+        assert not alive
+        assert not list((project / "book" / "chapters").glob("*.ipynb"))
+    finally:
+        stop_process_tree(runner)
 
 
 def test_second_study_in_the_same_checkout_is_refused(project):
@@ -164,6 +206,42 @@ def test_fingerprint_follows_notebook_parameters_and_read_records(project):
     assert reader.fingerprint() == before
     store.measure({"kind": "training"}, lambda: {"seconds": 1})
     assert reader.fingerprint() != before
+
+
+def test_a_chapter_that_reads_what_a_later_one_writes_runs_again_in_the_same_study(project):
+    # Chapter 5 reads chapter 6's steps to a target: one `make study` must leave both current.
+    writer = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('results_run = "smoke"')
+    parameters.metadata["tags"] = ["parameters"]
+    body = (
+        "from helpers.results import ResultStore\nResultStore(results_run).measure({'kind': 'written'}, dict)"
+    )
+    writer.cells = [parameters, nbformat.v4.new_code_cell(body)]
+    writer.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(writer, project / "notebooks" / "02_writer.ipynb")
+    (project / "notebooks" / "study.yml").write_text("reads: {01_tiny: [written]}\nprofiles:\n  smoke: {}\n")
+    summary = study.run("smoke")
+    assert summary[["chapter", "status"]].values.tolist() == [
+        ["01_tiny", "finished"], ["02_writer", "finished"], ["01_tiny", "finished again (its inputs changed)"]
+    ]  # fmt: skip
+    assert study.run("smoke")["status"].tolist() == ["skipped (current)"] * 2
+
+
+def test_new_gpu_records_make_the_cost_model_chapter_stale(project):
+    # Chapter 5 reads the GPU step times of data/results/gpu (any machine's) beside its own run's records:
+    # a gpu run that lands must make its cpu edition stale, or the new GPU numbers are never shown.
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('results_run = "cpu"\ngpu_results_run = "gpu"')
+    cell.metadata["tags"] = ["parameters"]
+    notebook.cells = [cell]
+    source = project / "notebooks" / "05_reader.ipynb"
+    nbformat.write(notebook, source)
+    chapter = study.Chapter("05_reader", source, project / "out.ipynb", {"results_run": "cpu"}, ["training"])
+    before = chapter.fingerprint()
+    ResultStore("gpu", hardware={"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}).measure(
+        {"kind": "step_timing", "device": "cuda:0"}, lambda: {"step_seconds_all": [0.01]}
+    )
+    assert chapter.fingerprint() != before
 
 
 def test_another_machine_or_changed_helpers_make_a_chapter_stale(project, monkeypatch):

@@ -37,7 +37,7 @@ import pandas as pd
 import yaml
 
 from helpers.dependencies import code_version, imported_helpers
-from helpers.hardware import fingerprint
+from helpers.hardware import Machine, add_machine_arguments, cuda_problem, fingerprint, machine_from_arguments
 from helpers.paths import project_root, results_dir
 from helpers.processes import stop_process_tree
 from helpers.provenance import write_provenance_page
@@ -70,12 +70,14 @@ def chapters_dir() -> Path:
     return project_root() / "book" / "chapters"
 
 
-def records_digest(run: str, kinds: list[str]) -> str:
-    """Hash of this machine's records of the given kinds in ``data/results/<run>/`` (what a chapter reads)."""
+def records_digest(run: str, kinds: list[str] | None, all_machines: bool = False) -> str:
+    """Hash of the records in ``data/results/<run>/`` a chapter reads: this machine's of the given
+    ``kinds``, or (``all_machines``) every machine's of every kind, as a chapter that compares with
+    other machines' measurements reads them (chapter 5's GPU step times)."""
     digest = hashlib.sha256()
-    if kinds and (results_dir() / run).exists():
-        for record in ResultStore(run).records():
-            if record["kind"] in kinds:
+    if (kinds or all_machines) and (results_dir() / run).exists():
+        for record in ResultStore(run).records(all_machines=all_machines):
+            if all_machines or record["kind"] in kinds:
                 digest.update(f"{record['key']} {record['measured_at']}".encode())
     return digest.hexdigest()[:16]
 
@@ -104,11 +106,16 @@ class Chapter:
     time_limit_seconds: float = DEFAULT_TIME_LIMIT_MINUTES * 60
 
     def fingerprint(self) -> str:
-        """Hash of the notebook, its parameters, the records it reads, the helpers' code and this machine:
-        equal means the executed copy is still current here."""
+        """Hash of the notebook, its parameters, the records it reads (its own run's of the kinds in
+        study.yml's ``reads``; every record of any other run a ``*_results_run`` parameter names), the
+        helpers' code and this machine: equal means the executed copy is still current here."""
         digest = hashlib.sha256(self.source.read_bytes())
         digest.update(canonical_json(self.parameters).encode())
-        digest.update(records_digest(self.parameters.get("results_run", ""), self.reads).encode())
+        arguments = {**notebook_defaults(self.source), **self.parameters}
+        digest.update(records_digest(arguments.get("results_run", ""), self.reads).encode())
+        for name, folder in sorted(arguments.items()):  # other runs it reads: e.g. gpu_results_run
+            if name.endswith("_results_run") and folder:
+                digest.update(records_digest(folder, None, all_machines=True).encode())
         digest.update(f"{code_version(notebook_helpers(self.source))} {machine_id()}".encode())
         return digest.hexdigest()[:16]
 
@@ -131,29 +138,54 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def resolve_profile(name: str) -> str:
-    """``auto`` becomes ``gpu`` or ``cpu``; an unknown name or ``gpu`` without GPUs is refused."""
-    if name == "auto":
-        return "gpu" if visible_gpus() else "cpu"
-    if name not in PROFILES:
+def resolve_profile(name: str, machine: Machine | None = None) -> str:
+    """``auto`` becomes ``gpu`` or ``cpu``; an unknown name or ``gpu`` without GPUs is refused.
+
+    GPUs that nvidia-smi lists but torch cannot use (a driver too old for torch's CUDA) are refused with
+    the reason, never quietly replaced by the CPU. ``machine`` is a described one (a plan's): its GPUs
+    count instead of this machine's.
+    """
+    if name not in (*PROFILES, "auto"):
         raise ValueError(f"unknown profile {name!r}; choose one of {', '.join((*PROFILES, 'auto'))}")
-    if name == "gpu" and not visible_gpus():
+    if machine is None and name in ("auto", "gpu") and (problem := cuda_problem()):
+        raise ValueError(f"{problem} (run `--profile cpu` to use the CPU anyway)")
+    gpus = machine.gpus if machine is not None else visible_gpus()
+    if name == "auto":
+        return "gpu" if gpus else "cpu"
+    if name == "gpu" and not gpus:
         raise ValueError("profile 'gpu' needs CUDA devices, and none is visible; use 'cpu' or 'smoke'")
     return name
 
 
-def declared_parameters(source: Path) -> set[str]:
-    """Names a notebook's ``parameters`` cell assigns: plain, tuple (``a, b = …``) and annotated names."""
+def _assignments(source: Path):
+    """(target, value) nodes of a notebook's ``parameters`` cell: plain, tuple and annotated assignments."""
     notebook = nbformat.read(source, as_version=4)
     cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-    names = set()
     for statement in ast.parse(cell.source).body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else (
-            [statement.target] if isinstance(statement, ast.AnnAssign) else []
-        )  # fmt: skip
-        for target in targets:
-            names |= {node.id for node in ast.walk(target) if isinstance(node, ast.Name)}
-    return names
+        if isinstance(statement, ast.Assign):
+            yield from ((target, statement.value) for target in statement.targets)
+        elif isinstance(statement, ast.AnnAssign):
+            yield statement.target, statement.value
+
+
+def declared_parameters(source: Path) -> set[str]:
+    """Names a notebook's ``parameters`` cell assigns: plain, tuple (``a, b = …``) and annotated names."""
+    return {
+        node.id
+        for target, _ in _assignments(source)
+        for node in ast.walk(target)
+        if isinstance(node, ast.Name)
+    }
+
+
+def notebook_defaults(source: Path) -> dict:
+    """The values a notebook's ``parameters`` cell assigns (what the smoke profile runs): the cell is
+    executed on its own, as papermill's kernel would before the injected parameters."""
+    notebook = nbformat.read(source, as_version=4)
+    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(compile(cell.source, f"{source.name} parameters", "exec"), namespace)  # the study's own notebooks
+    return {name: namespace[name] for name in declared_parameters(source)}
 
 
 def durations_path(profile: str) -> Path:
@@ -203,12 +235,17 @@ def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, b
 
 
 def plan(
-    profile: str, names: list[str] | None = None, config: Path | None = None, gpus: int | None = None
+    profile: str,
+    names: list[str] | None = None,
+    config: Path | None = None,
+    gpus: int | None = None,
+    machine: Machine | None = None,
 ) -> list[Chapter]:
     """The chapters to run, in order, with their parameters; unknown names and parameters are refused.
 
     ``gpus`` (how many GPUs the multi-device chapters may use) is passed to every chapter that declares
-    a ``gpus`` parameter; asking for more than are visible is refused.
+    a ``gpus`` parameter; asking for more than are visible (on ``machine``, when it describes one) is
+    refused.
     """
     sources = {path.stem: path for path in sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))}
     study = yaml.safe_load((config or notebooks_dir() / "study.yml").read_text())
@@ -219,8 +256,9 @@ def plan(
         raise ValueError(f"study.yml names unknown chapters: {', '.join(unknown)}")
     if unknown := sorted(set(names or []) - set(sources)):
         raise ValueError(f"unknown chapter(s) {', '.join(unknown)}; known: {', '.join(sources)}")
-    if gpus is not None and gpus > visible_gpus():
-        raise ValueError(f"{gpus} GPUs asked for, but {visible_gpus()} are visible")
+    visible = machine.gpus if machine is not None else visible_gpus()
+    if gpus is not None and gpus > visible:
+        raise ValueError(f"{gpus} GPUs asked for, but {visible} are visible")
     chapters = []
     for name in (n for n in sources if not names or n in names):
         declared = declared_parameters(sources[name])
@@ -280,7 +318,7 @@ def execute(chapter: Chapter, profile: str) -> float:
         except subprocess.TimeoutExpired:
             stop_process_tree(process)
             raise StudyError(
-                f"{chapter.name} exceeded its {chapter.time_limit_seconds / 60:.0f} min limit and was stopped"
+                f"{chapter.name} exceeded its {format_eta(chapter.time_limit_seconds)} limit and was stopped"
             ) from None
         except BaseException:
             stop_process_tree(process)
@@ -332,9 +370,25 @@ def study_lock():
         yield
 
 
-def _raise_on_sigterm(signum, frame):
-    """SIGTERM behaves like Ctrl-C, so that cleanup in ``finally`` blocks runs."""
+def _interrupt(signum, frame):
+    """SIGTERM and SIGINT stop the study as Ctrl-C does, so that cleanup in ``finally`` blocks runs."""
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def interruptible():
+    """Install ``_interrupt`` for SIGINT and SIGTERM whatever this process inherited, restore after.
+
+    A shell without job control starts ``cmd &`` with SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler of its own: Ctrl-C (or ``kill -INT``) would be dropped and a chapter would
+    run on to its time limit. Explicit handlers make both signals stop it, however the study was started.
+    """
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def format_eta(seconds: float | None) -> str:
@@ -360,48 +414,104 @@ def run(
     chapters = plan(profile, names, gpus=gpus)
     if time_limit_minutes is not None:
         chapters = [dataclasses.replace(c, time_limit_seconds=60 * time_limit_minutes) for c in chapters]
+    if profile == "gpu":  # a rented machine: prove every launch before the first one starts
+        from helpers.plan import chapter_minutes
+
+        items = planned_items(profile, names, Machine.here(), gpus)
+        refused = [f"{item.chapter}: {item.what}: {item.refusal}" for item in items if item.refusal]
+        if refused:
+            raise ValueError("the plan refuses, before anything starts:\n" + "\n".join(refused))
+        minutes = chapter_minutes(items)
+        print(
+            f"plan: {minutes.sum():.0f} min estimated ("
+            + ", ".join(f"{n} {m:.1f}" for n, m in minutes.items())
+            + "); `--plan` lists every launch",
+            flush=True,
+        )
     ResultStore(profile)  # refuses a results folder of another schema version before any work
     rows = []
     started = time.perf_counter()
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        with study_lock():
-            for number, chapter in enumerate(chapters, 1):
-                to_run = [c.name for c in chapters[number - 1 :] if force or not c.is_current()]
-                eta, fresh = estimate_seconds(profile, to_run)
-                basis = "last fresh runs here" if fresh else "last runs here, some reused records: at least"
-                print(
-                    f"[{number}/{len(chapters)}] {chapter.name} · profile {profile} · elapsed "
-                    f"{format_eta(time.perf_counter() - started)} · remaining ~{format_eta(eta)} ({basis})",
-                    flush=True,
-                )
-                if not force and chapter.is_current():
-                    rows.append({"chapter": chapter.name, "status": "skipped (current)", "seconds": 0.0})
-                    continue
-                chapter_started = time.perf_counter()
-                try:
-                    execute(chapter, profile)
-                    status = "finished"
-                except StudyError as error:
-                    status = "failed"
-                    print(error, file=sys.stderr, flush=True)
-                except KeyboardInterrupt:
-                    status = "interrupted"
-                rows.append(
-                    {
-                        "chapter": chapter.name,
-                        "status": status,
-                        "seconds": round(time.perf_counter() - chapter_started, 1),
-                    }
-                )
-                if status == "interrupted":
-                    break
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with interruptible(), study_lock():
+        for number, chapter in enumerate(chapters, 1):
+            to_run = [c.name for c in chapters[number - 1 :] if force or not c.is_current()]
+            eta, fresh = estimate_seconds(profile, to_run)
+            basis = "last fresh runs here" if fresh else "last runs here, some reused records: at least"
+            print(
+                f"[{number}/{len(chapters)}] {chapter.name} · profile {profile} · elapsed "
+                f"{format_eta(time.perf_counter() - started)} · remaining ~{format_eta(eta)} ({basis})",
+                flush=True,
+            )
+            if not force and chapter.is_current():
+                rows.append({"chapter": chapter.name, "status": "skipped (current)", "seconds": 0.0})
+                continue
+            rows.append(run_chapter(chapter, profile))
+            if rows[-1]["status"] == "interrupted":
+                break
+        rows += rerun_readers(chapters, rows, profile)
     write_provenance_page()
     summary = pd.DataFrame(rows)
-    summary["output"] = [str(c.output.relative_to(project_root())) for c in chapters[: len(rows)]]
+    outputs = {c.name: str(c.output.relative_to(project_root())) for c in chapters}
+    summary["output"] = [outputs[name] for name in summary["chapter"]] if rows else []
     return summary
+
+
+def rerun_readers(chapters: list[Chapter], rows: list[dict], profile: str) -> list[dict]:
+    """Chapters that finished (or were current) earlier in this run but read records a later chapter has
+    since written (chapter 5 reads chapter 6's steps to a target): each is run once more, its own
+    measurements reused, so that one ``make study`` leaves every chapter current. Nothing after an
+    interruption."""
+    if any(row["status"] == "interrupted" for row in rows):
+        return []
+    done = {row["chapter"] for row in rows if row["status"] in ("finished", "skipped (current)")}
+    again = []
+    for chapter in chapters:
+        if chapter.name in done and not chapter.is_current():
+            print(f"[again] {chapter.name}: records it reads changed after it ran", flush=True)
+            again.append(run_chapter(chapter, profile, "finished again (its inputs changed)"))
+            if again[-1]["status"] == "interrupted":
+                break
+    return again
+
+
+def run_chapter(chapter: Chapter, profile: str, finished: str = "finished") -> dict:
+    """Execute one chapter; its summary row: ``finished`` (or that label), "failed" (the reason printed)
+    or "interrupted", with its seconds."""
+    started = time.perf_counter()
+    try:
+        execute(chapter, profile)
+        status = finished
+    except StudyError as error:
+        status = "failed"
+        print(error, file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    return {"chapter": chapter.name, "status": status, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def planned_items(profile: str, names: list[str] | None, machine: Machine, gpus: int | None = None) -> list:
+    """Every launch and stretch of work of ``profile``'s chapters on ``machine``, validated and timed
+    (``helpers.plan``), from each chapter's defaults overridden by the profile."""
+    from helpers.plan import items_of
+
+    items = []
+    for chapter in plan(profile, names, gpus=gpus, machine=machine):
+        items += items_of(chapter.name, {**notebook_defaults(chapter.source), **chapter.parameters}, machine)
+    return items
+
+
+def print_plan(parser: argparse.ArgumentParser, args) -> int:
+    """``--plan``: print the plan of the profile on this or the described machine; exit 1 on a refusal."""
+    from helpers.plan import describe_plan
+
+    try:
+        machine = machine_from_arguments(args)
+        profile = resolve_profile(args.profile, machine if machine.described else None)
+        items = planned_items(profile, args.chapters, machine, None if machine.described else args.gpus)
+    except (ValueError, OSError) as error:
+        parser.error(str(error))
+    print(f"profile {profile}")
+    print(describe_plan(items, machine))
+    return 1 if any(item.refusal for item in items) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,11 +519,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--profile", default="auto", help="smoke, cpu, gpu or auto (default)")
     parser.add_argument("--chapters", nargs="*", help="chapter names, e.g. 01_single_device (default: all)")
-    parser.add_argument("--gpus", type=int, help="GPUs the multi-device chapters may use (default: all)")
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        help="GPUs the multi-device chapters may use (default: all); with --gpu-name, "
+        "the described machine's GPUs",
+    )
     parser.add_argument("--force", action="store_true", help="rerun chapters even when current")
     parser.add_argument("--time-limit-minutes", type=float, help="per-chapter limit (default: study.yml)")
     parser.add_argument("--price-per-hour", type=float, help="hourly price of this machine, for the summary")
+    parser.add_argument(
+        "--plan", action="store_true", help="list every launch and its estimated minutes; start nothing"
+    )
+    add_machine_arguments(parser, gpus=False)
     args = parser.parse_args(argv)
+    if args.plan:
+        return print_plan(parser, args)
+    if args.gpu_name or args.gpu_list:
+        parser.error("--gpu-name and --gpu-list describe a machine for --plan; a study runs on this one")
     if args.price_per_hour is not None and args.price_per_hour < 0:
         parser.error("--price-per-hour must not be negative")
     if args.gpus is not None and args.gpus < 1:
