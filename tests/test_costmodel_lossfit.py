@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from helpers.costmodel import lossfit
@@ -99,3 +100,38 @@ def test_loss_curves_and_their_held_out_predictions(tmp_path):
     assert row["fitted_points"] == 20 and row["measured_step"] == 30
     assert row["predicted_step"] == pytest.approx(30, abs=1)  # a noiseless curve of the model's own shape
     assert (row["beta0"], row["beta1"], row["beta2"]) == pytest.approx((0.05, 0.5, 0.4), rel=1e-3)
+
+
+def test_a_repeated_curve_counts_once_and_only_unseen_crossings_are_tests(tmp_path):
+    store = ResultStore("curves", root=tmp_path, hardware={"cpu_model": "test"})
+    ddp_history = [{"step_losses": [2.3, 2.2, 2.1]}, {"step_losses": [2.0, 1.9, 1.8]}]
+    for ranks in (1, 2):  # DDP on one and two ranks computes the same global batches
+        store.measure(
+            {"kind": "ddp_run", "model": "ConvNet", "world_size": ranks}, lambda: {"history": ddp_history}
+        )
+    curves = lossfit.loss_curves([store])
+    assert len(curves) == 1
+    assert {curves[0]["curve"], *curves[0]["same_as"]} == {
+        f"ConvNet, chapter 3 DDP, {k} rank(s)" for k in (1, 2)
+    }
+    truth = {"beta0": 0.05, "beta1": 0.5, "beta2": 0.4}
+    steps = list(range(1, 41))
+    clean = {
+        "curve": "clean",
+        "unit": "step",
+        "steps": steps,
+        "losses": list(lossfit.predict_loss(truth, steps)),
+    }
+    predictions = lossfit.loss_predictions([clean, curves[0]], fit_fraction=0.5, target_at=0.75)
+    # the clean curve crosses at step 30, after its 20 fitted points: a test; the six-point DDP curve's
+    # target is reached at step 4 or 5, inside or next to its 3 fitted points, and is not counted unless after
+    assert predictions.loc[0, "out_of_sample"]
+    tested = lossfit.out_of_sample(predictions)
+    assert tested["curve"].tolist()[0] == "clean" and "error (%)" in tested
+    assert tested["fitted up to step"].iloc[0] == 20
+    for row in predictions.itertuples():
+        assert row.out_of_sample == (
+            row.predicted_step is not None
+            and not pd.isna(row.predicted_step)
+            and row.measured_step > row.fitted_up_to_step
+        )

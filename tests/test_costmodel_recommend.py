@@ -1,16 +1,18 @@
-"""helpers.costmodel.recommend: GPU predictions per link, the decision map, and the seed's verdicts."""
+"""helpers.costmodel.recommend: GPU predictions with their bands, verdicts that hold over the band, the
+two conditions on the per-GPU batch, time to a result, and the checks against the seed."""
 
+import json
 import math
 
+import pandas as pd
 import pytest
 
 from helpers.collectives.model import ring_all_reduce_seconds
-from helpers.costmodel import gpus, money, recommend, timemodel
+from helpers.costmodel import gpus, recommend, timemodel
 from helpers.dataparallel import SAMPLE_BYTES
-from helpers.models import build_model, parameter_bytes
 from helpers.results import ResultStore
 
-LINK = gpus.Link("test link", 1e10, 1e10, 1e-5, "made up", "", "")
+LINK = gpus.Link("test link", 1e10, 1e10, 5e9, 2e10, 1e-5, "made up", "", "")
 
 
 def flat(seconds: float):
@@ -22,71 +24,154 @@ def flat(seconds: float):
     }
 
 
+def test_ddp_shards_a_batch_of_100_over_8_gpus_into_100_samples():
+    assert recommend.ddp_shards(100, 8) == [13, 13, 13, 13, 12, 12, 12, 12]
+    assert sum(recommend.ddp_shards(100, 8)) == 100
+    step = recommend.predict_gpu_step("ddp_overlap", "ConvNet", 100, 8, flat(1e-3), LINK)
+    assert step["per_gpu_batch"] == 13 and step["samples_per_step"] == 100
+    # the step waits for the largest shard: 13 samples at 1 ms, not 100 // 8 = 12
+    assert step["compute_seconds"] == pytest.approx(13e-3)
+    with pytest.raises(ValueError, match="no sample"):
+        recommend.ddp_shards(4, 8)
+
+
 def test_dataparallel_step_by_hand():
-    step = recommend.predict_gpu_step("dataparallel", "ConvNet", 10, 4, flat(1e-3), LINK, launch_seconds=0)
-    gradient = parameter_bytes(build_model("ConvNet"))
-    ring = 3 * 1e-5 + gradient / 1e10  # broadcast, and again for the reduce
+    step = recommend.predict_gpu_step("dataparallel", "ConvNet", 10, 4, flat(1e-3), LINK, op_seconds=0)
+    ring = 3 * 1e-5 + 1_504_800 / 1e10  # ConvNet's 376,200 float32 parameters, broadcast and reduced
     moved = 7 * (SAMPLE_BYTES + 80) / 1e10  # chunks 3, 3, 3, 1: seven samples leave GPU 0 and come back
     assert step["step_seconds"] == pytest.approx(3e-3 + 2 * ring + moved)
     assert step["communication_seconds"] == pytest.approx(2 * ring + moved)
+    launches = recommend.predict_gpu_step("dataparallel", "ConvNet", 10, 4, flat(1e-3), LINK, op_seconds=1.0)
+    kernels = 12 + 21  # one replica's forward and backward kernels, for each of 3 more replicas
+    assert launches["step_seconds"] - step["step_seconds"] == pytest.approx(3 * kernels)
     one = recommend.predict_gpu_step("dataparallel", "ConvNet", 10, 1, flat(1e-3), LINK)
     assert one["step_seconds"] == pytest.approx(1e-2) and one["communication_seconds"] == 0
 
 
-def test_ddp_step_hides_the_all_reduce_behind_backward():
+def test_ddp_step_hides_the_all_reduce_behind_backward_at_the_scenarios_bandwidth():
     step = recommend.predict_gpu_step("ddp_overlap", "LinearNet", 800, 8, flat(1e-3), LINK)
     buckets = timemodel.ddp_bucket_bytes("LinearNet", 25)
     expected = sum(ring_all_reduce_seconds(b, 8, 1e-5, 1e-10) for b in buckets)
     assert step["communication_seconds"] == pytest.approx(expected)
-    assert step["step_seconds"] == pytest.approx(0.1 / 3 + max(0.2 / 3, 0) + expected)  # one bucket
-    with pytest.raises(ValueError, match="no sample"):
-        recommend.predict_gpu_step("ddp_overlap", "LinearNet", 4, 8, flat(1e-3), LINK)
-
-
-def test_predictions_price_each_gpu_with_its_own_rate():
-    frame = recommend.predictions(("ConvNet",), ("H100 SXM 80 GB", "GTX 1080 Ti"), ("PCIe 4.0 x16",),
-                                  (100,), (1, 2), ("ddp_overlap",), samples=1000, epochs=2)  # fmt: skip
-    h100 = frame[frame["gpu"] == "H100 SXM 80 GB"].set_index("gpus")
-    rate = float(money.hourly_price_per_gpu("H100 SXM 80 GB"))
-    assert rate == 55.04 / 8
-    assert h100.loc[2, "dollars_per_run"] == pytest.approx(2 * rate * h100.loc[2, "epoch_seconds"] * 2 / 3600)
-    assert h100.loc[2, "epoch_seconds"] == pytest.approx(h100.loc[2, "step_seconds"] * math.ceil(1000 / 100))
-    assert h100.loc[1, "speedup"] == 1 and h100.loc[2, "efficiency"] == h100.loc[2, "speedup"] / 2
-    assert (frame["basis"] == "roofline").all()
-    assert frame[frame["gpu"] == "GTX 1080 Ti"]["dollars_per_run"].isna().all()  # no cloud rents one
-    measured = {("ConvNet", "H100 SXM 80 GB"): flat(1e-4)}
-    again = recommend.predictions(("ConvNet",), ("H100 SXM 80 GB",), ("PCIe 4.0 x16",), (100,), (1,),
-                                  ("ddp_overlap",), measured=measured)  # fmt: skip
-    assert again["basis"].tolist() == ["measured"] and again["step_seconds"].iloc[0] == pytest.approx(1e-2)
-
-
-def test_decisions():
-    frame = recommend.predictions(("ConvNet", "LinearNet"), ("A100 SXM 80 GB",), ("NVLink 4 (H100 SXM)",),
-                                  (20, 600), (1, 4), ("ddp_overlap",))  # fmt: skip
-    frame = frame.assign(decision=recommend.decide(frame, min_speedup=1.5))
-    assert set(frame["decision"].cat.categories) == set(recommend.DECISIONS)
-    assert (frame.loc[frame["gpus"] == 1, "decision"] == "faster, below the threshold").all()  # speed-up 1
-    big = frame.query("model == 'ConvNet' and global_batch == 600 and gpus == 4").iloc[0]
-    assert big["speedup"] > 3 and big["decision"] == "faster, dearer per result"
-
-
-def test_the_seeds_verdicts():
-    check = recommend.seed_check()
-    assert set(check["gpus"]) == {1, 2, 3, 4} and set(check["global_batch"]) == set(
-        recommend.SEED_BATCH_SIZES
+    assert step["step_seconds"] == pytest.approx(0.1 / 3 + 0.2 / 3 + expected)  # one bucket: nothing hides
+    slow = recommend.predict_gpu_step("ddp_overlap", "LinearNet", 800, 8, flat(1e-3), LINK,
+                                      bus_bandwidth=LINK.bus("low"))  # fmt: skip
+    assert slow["communication_seconds"] == pytest.approx(
+        sum(ring_all_reduce_seconds(b, 8, 1e-5, 2e-10) for b in buckets)
     )
-    assert (check["gpu"] == "GTX 1080 Ti").all() and (check["method"] == "dataparallel").all()
-    assert recommend.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "faster"}
 
 
-def test_hiding_batch_is_the_smallest_that_hides_the_all_reduce():
-    gpu, link = gpus.GPUS["A100 SXM 80 GB"], gpus.LINKS["PCIe 4.0 x16"]
-    batch = recommend.hiding_batch("LinearNet", gpu, link)
-    compute = recommend.roofline_compute("LinearNet", gpu)
-    needed = ring_all_reduce_seconds(parameter_bytes(build_model("LinearNet")), 8, link.alpha_seconds,
-                                     1 / link.bus_bandwidth)  # fmt: skip
-    assert compute(batch)["backward"] >= needed > compute(batch - 1)["backward"]
-    assert recommend.hiding_batch("LinearNet", gpu, link, largest=8) is None
+def measured_flat(seconds: float) -> dict:
+    return {level: flat(seconds) for level in ("low", "central", "high")}
+
+
+def test_dollars_per_run_and_the_cost_multiplier():
+    lines = {("ConvNet", "H100 SXM 80 GB"): measured_flat(1e-4)}
+    frame = recommend.scenario_predictions(("ConvNet",), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (100,),
+                                           samples=1000, epochs=2, measured=lines)  # fmt: skip
+    assert set(frame["basis"]) == {"measured"} and len(frame) == 2 * (1 + 2 * 3 + 2**3)
+    one = frame[(frame["machine"] == "AWS p5.4xlarge") & (frame["scenario"] == "central")].iloc[0]
+    # 100 samples at 0.1 ms = 10 ms a step, 10 steps an epoch, 2 epochs: 0.2 s at $6.88 an hour
+    assert one["step_seconds"] == pytest.approx(0.01) and one["epoch_seconds"] == pytest.approx(0.1)
+    assert one["dollars_per_run"] == pytest.approx(6.88 * 0.2 / 3600) and one["speedup"] == 1
+    eight = frame[frame["machine"] == "AWS p5.48xlarge"]
+    # $55.04 is exactly 8 x $6.88: with linear prices, a result costs k / speed-up times one GPU's
+    assert (eight["cost_multiplier"] - 8 / eight["speedup"]).abs().max() < 1e-9
+    assert (eight["cost_multiplier"] > 1).all()
+
+
+def scenario_rows(values: dict) -> pd.DataFrame:
+    """A one-machine frame of speed-ups: the central value, each input's ends, and the corners."""
+    rows = [{"scenario": label, "speedup": value} for label, value in values.items()]
+    return pd.DataFrame(rows)
+
+
+def test_a_verdict_holds_over_the_whole_band_or_names_what_to_measure():
+    above = scenario_rows(
+        {"central": 2.0, "per-op host overhead: low": 2.5, "per-op host overhead: high": 1.2}
+    )
+    assert recommend.verdict(above, "speedup", 1, "faster", "slower") == "faster whatever the inputs"
+    below = scenario_rows({"central": 0.5, "corner": 0.9})
+    assert recommend.verdict(below, "speedup", 1, "faster", "slower") == "slower whatever the inputs"
+    mixed = scenario_rows(
+        {
+            "central": 1.1,
+            "per-op host overhead: low": 1.4,
+            "per-op host overhead: high": 0.8,
+            "achieved link bandwidth: low": 1.05,
+            "achieved link bandwidth: high": 1.2,
+        }
+    )
+    assert recommend.verdict(mixed, "speedup", 1, "faster", "slower") == (
+        "depends on the per-op host overhead: measure it with `make gpu-check` (its LinearNet step at "
+        "batch 8 is nearly all per-op time)"
+    )
+    together = scenario_rows(
+        {
+            "central": 1.1,
+            "corner": 0.9,
+            "achieved link bandwidth: low": 1.01,
+            "achieved link bandwidth: high": 1.2,
+        }
+    )
+    assert recommend.verdict(together, "speedup", 1, "faster", "slower").startswith(
+        "depends on achieved link bandwidth together"
+    )
+
+
+def test_summaries_of_the_renters_choice():
+    frame = recommend.scenario_predictions(
+        ("ConvNet", "LinearNet"), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (100,)
+    )
+    summary = recommend.summarize(frame).set_index(["model", "machine"])
+    convnet = summary.loc[("ConvNet", "AWS p5.48xlarge")]
+    assert convnet["speedup_low"] <= convnet["speedup"] <= convnet["speedup_high"]
+    assert (
+        convnet["faster"] == "faster whatever the inputs"
+        and convnet["dollars"] == "dearer whatever the inputs"
+    )
+    assert summary.loc[("ConvNet", "AWS p5.4xlarge"), "faster"] == "the one-GPU baseline"
+    text = recommend.headline(summary.reset_index(), "ConvNet", "AWS p5.48xlarge", 100)
+    assert text.startswith("a speed-up of ") and "× the dollars (" in text
+    table = recommend.prediction_table(summary.reset_index())
+    assert table["speed-up (×)"].str.fullmatch(r"\S+ \(\S+–\S+\)").all()
+
+
+def test_the_two_conditions_on_the_per_gpu_batch():
+    frame = recommend.batch_conditions("LinearNet", "AWS p5.48xlarge")
+    central = frame[frame["scenario"] == "central"].iloc[0]
+    # floor: 37 ops at 10 µs plus Adam's 338,862,160 B at 70 % of 3,350 GB/s, over one sample's 48,608,840
+    # matrix-product FLOPs at 50 % of 67 TFLOP/s: 5.14504e-4 s / 1.45101e-6 s = 354.6, so 355
+    assert central["floor"] == 355
+    h100, link = gpus.GPUS["H100 SXM 80 GB"], gpus.LINKS["NVLink 4 (H100 SXM)"]
+    compute = recommend.roofline_compute("LinearNet", h100)
+    needed = ring_all_reduce_seconds(48_408_880, 8, link.alpha_seconds, 1 / link.bus_bandwidth)
+    hide = int(central["hide"])
+    assert compute(hide)["backward"] >= needed > compute(hide - 1)["backward"]
+    assert central["global_batch"] == 8 * max(hide, 355)
+    table = recommend.condition_table(("LinearNet",), ("AWS g6.48xlarge",)).iloc[0]
+    assert table["against the training set"] == "more than the dataset holds whatever the inputs"
+
+
+def test_steps_to_a_target_and_the_time_to_it(tmp_path):
+    store = ResultStore("smoke", root=tmp_path, hardware={"cpu_model": "x", "usable_cores": 2}, code="v")
+    for rule, steps in (("fixed", {8: 70, 32: 40, 128: 30}), ("linear", {8: 70, 32: 20, 128: 10})):
+        for batch, count in steps.items():
+            config = {"kind": "steps_to_target", "model": "LinearNet", "train_samples": 200, "rule": rule,
+                      "global_batch": batch, "lr": 1e-3, "seed": 0, "target_loss": 2.2}  # fmt: skip
+            store.measure(config, lambda c=count, b=batch: {"steps": c, "samples": c * b, "history": []})
+    relation = recommend.steps_relation(store.records())["LinearNet"]
+    assert relation["rule"] == "linear" and relation["largest_batch"] == 128  # fewer steps at batch 128
+    frame = recommend.scenario_predictions(("LinearNet",), ("AWS p5.4xlarge",), (100, 2700, 4000))
+    timed = recommend.time_to_result(frame, relation)
+    assert timed["global_batch"].max() == 2700  # no batch beyond the training set
+    row = timed[timed["scenario"] == "central"].iloc[0]
+    steps = relation["s_min"] + relation["e_min"] / row["global_batch"]
+    assert row["seconds_to_target"] == pytest.approx(steps * row["step_seconds"])
+    assert row["dollars_to_target"] == pytest.approx(6.88 * row["seconds_to_target"] / 3600)
+    best = recommend.fastest_batches(recommend.result_band(timed))
+    assert len(best) == 1 and best.iloc[0]["seconds_to_target_low"] <= best.iloc[0]["seconds_to_target"]
+    assert recommend.steps_relation([]) == {}
 
 
 def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatch):
@@ -105,24 +190,54 @@ def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatc
         1.2e-3,
         5e-3,
     ]
-    errors = recommend.roofline_error(measured)
+    errors = gpus.roofline_error(measured)
     predicted = gpus.roofline_step("ConvNet", 10, gpus.GPUS["H100 SXM 80 GB"])["step_seconds"]
     assert errors["error_percent"].iloc[0] == pytest.approx((predicted - 1.1e-3) / 1.1e-3 * 100)
-    computes = recommend.measured_computes(measured)
-    line = computes[("ConvNet", "H100 SXM 80 GB")]
-    assert sum(line(10).values()) == pytest.approx(1.1e-3, rel=0.05)  # the line through the two medians
+    assert errors["within_band"].dtype == bool
+    lines = recommend.measured_computes(measured)[("ConvNet", "H100 SXM 80 GB")]
+    assert sum(lines["central"](10).values()) == pytest.approx(1.1e-3, rel=0.05)  # through the two medians
+    assert sum(lines["high"](100).values()) == pytest.approx(5e-3, rel=0.05)  # through the slowest steps
+    frame = recommend.scenario_predictions(("ConvNet",), ("AWS p5.4xlarge",), (100,), measured={
+        ("ConvNet", "H100 SXM 80 GB"): lines})  # fmt: skip
+    assert set(frame["basis"]) == {"measured"}
     assert recommend.gpu_step_timings("nothing").empty
 
 
-def test_an_epoch_on_named_gpus_and_the_cost_of_a_result():
-    epoch = recommend.predicted_epoch_seconds("ConvNet", 50, 2, "H100 SXM 80 GB", "PCIe 5.0 x16", 2700)
-    step = recommend.predict_gpu_step("ddp_overlap", "ConvNet", 50, 2,
-                                      recommend.roofline_compute("ConvNet", gpus.GPUS["H100 SXM 80 GB"]),
-                                      gpus.LINKS["PCIe 5.0 x16"])["step_seconds"]  # fmt: skip
-    assert epoch == pytest.approx(step * 54)
-    costs = money.cost_to_target(3, [
-        {"setup": "a", "basis": "measured", "epoch_seconds": 120, "hourly_price": None},
-        {"setup": "b", "basis": "predicted", "epoch_seconds": "36", "hourly_price": "2"},
-    ]).set_index("setup")  # fmt: skip
-    assert costs.loc["a", "hours"] == pytest.approx(0.1) and math.isnan(costs.loc["a", "dollars"])
-    assert costs.loc["b", "hours"] == pytest.approx(0.03) and costs.loc["b", "dollars"] == pytest.approx(0.06)
+def test_the_cost_of_a_result_from_chapter_1_and_3_records():
+    history = [{"epoch": 1, "test_accuracy": 0.05}, {"epoch": 2, "test_accuracy": 0.2}]
+    training = {"kind": "training", "config": {"model": "ConvNet", "batch_size": 50, "train_samples": 2700},
+                "result": {"history": history, "epoch_seconds": 100.0}}  # fmt: skip
+    ddp = {"kind": "ddp_run", "config": {"model": "ConvNet", "global_batch_size": 50, "train_samples": 400,
+                                         "world_size": 2, "bucket_cap_mb": 0.25, "compression": None},
+           "result": {"epoch_seconds": 8.0}}  # fmt: skip
+    costs = recommend.result_costs([training, ddp], "ConvNet", 50, 0.1, ("AWS p5.4xlarge",)).set_index(
+        "setup"
+    )
+    assert costs.loc["this machine, one process", "seconds"] == 200.0  # 2 epochs of 100 s
+    # 8 s for 8 steps of 400 clips; 2,700 clips take 54 steps: 54 s an epoch, 108 s for 2
+    assert costs.loc["this machine, DDP 2 rank(s), 0.25 MiB buckets", "seconds"] == 108.0
+    gpu = costs.loc["AWS p5.4xlarge"]
+    assert gpu["seconds_low"] <= gpu["seconds"] <= gpu["seconds_high"] and gpu["dollars"] > 0
+    never = recommend.result_costs([training], "ConvNet", 50, 0.9, ())
+    assert never["reason"].iloc[0].startswith("never reached 90%")
+    assert recommend.result_costs([], "ConvNet", 50, 0.1, ()) is None
+    assert math.isnan(costs.loc["this machine, one process", "dollars"])
+
+
+def test_step_times_kept_by_gpu_check_are_measured_gpu_steps_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    folder = tmp_path / "data" / "results" / "gpu-check"
+    folder.mkdir(parents=True)
+    timings = [{"model": "ConvNet", "batch": batch, "device": "cuda:0", "step_seconds_all": steps}
+               for batch, steps in ((8, [2e-3, 1e-3, 3e-3]), (64, [9e-3, 8e-3, 7e-3]))]  # fmt: skip
+    checks = [{"path": "training step, ConvNet", "measured": {"step_timings": timings}},
+              {"path": "bf16 autocast, ConvNet", "measured": {}}]  # fmt: skip
+    record = {"hardware": {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}, "checks": checks}
+    (folder / "nvidia-h100-80gb-hbm3-0123456789abcdef.json").write_text(json.dumps(record))
+    (folder / "key-averages-ConvNet.json").write_text(json.dumps({"events": []}))  # the profiler's: no steps
+    measured = recommend.gpu_step_timings("gpu")
+    assert measured[["gpu", "batch", "step_seconds", "step_min", "step_max", "source"]].values.tolist() == [
+        ["H100 SXM 80 GB", 8, 2e-3, 1e-3, 3e-3, "make gpu-check"],
+        ["H100 SXM 80 GB", 64, 8e-3, 7e-3, 9e-3, "make gpu-check"],
+    ]
+    assert ("ConvNet", "H100 SXM 80 GB") in recommend.measured_computes(measured)  # two batches: a line

@@ -41,6 +41,32 @@ def test_fit_compute_groups_by_model_and_threads():
         timemodel.compute_line(fits, "A", 4)
 
 
+def test_compute_lines_in_physical_units_with_their_uncertainty():
+    # ConvNet: 3,275,918,870 FLOPs a sample; a slope of 0.1 s per sample is 32.759... GFLOP/s
+    frame = pd.DataFrame(
+        {
+            "model": ["ConvNet"] * 3 + ["LinearNet"] * 3,
+            "threads": [1] * 6,
+            "batch_size": [10, 20, 40] * 2,
+            "step_seconds": [1.5, 2.5, 4.5, 0.2, 0.2, 0.2],
+            "step_seconds_all": [[1.4, 1.5, 1.6], [2.4, 2.5, 2.6], [4.4, 4.5, 4.6]] + [[0.19, 0.2, 0.21]] * 3,
+        }
+    )
+    fits = timemodel.fit_compute(frame, resamples=50)
+    conv = fits.loc[("ConvNet", 1)]
+    assert conv["intercept_seconds"] == pytest.approx(0.5) and conv["seconds_per_sample"] == pytest.approx(
+        0.1
+    )
+    assert conv["achieved_gflops"] == pytest.approx(32.7591887)
+    assert (
+        conv["slope_low"] <= 0.1 <= conv["slope_high"]
+        and conv["intercept_low"] <= 0.5 <= conv["intercept_high"]
+    )
+    assert conv["slope_resolved"] and conv["gflops_low"] <= conv["achieved_gflops"] <= conv["gflops_high"]
+    flat = fits.loc[("LinearNet", 1)]  # a step that does not grow with the batch: no slope to resolve
+    assert not flat["slope_resolved"] and flat["gflops_high"] == float("inf")
+
+
 def test_stored_compute_calibration_measures_at_the_asked_threads(tmp_path):
     store = ResultStore("calibration", root=tmp_path, hardware={"machine": "test"})
     samples = TensorDataset(torch.randn(8, 1, 12000), torch.randint(0, 10, (8,)))
@@ -217,81 +243,6 @@ def test_predict_step_refuses_what_it_cannot_predict():
 
 
 # ----- validation ----------------------------------------------------------------------------------------
-
-
-def test_validate_mape_arithmetic():
-    measured = pd.DataFrame(
-        {
-            "measurement": ["a", "b", "c", "d"],
-            "model": ["M", "M", "M", "N"],
-            "step_seconds": [1.0, 2.0, 4.0, 0.5],
-        }
-    )
-    predictions = pd.DataFrame(
-        {
-            "measurement": ["a", "b", "c", "d", "d"],
-            "method": ["x", "x", "x", "x", "y"],
-            "predicted_seconds": [1.1, 1.8, 4.0, 0.75, 0.5],
-        }
-    )
-    validated = timemodel.validate(predictions, measured)
-    assert list(validated["ape_percent"].round(9)) == [10, 10, 0, 50, 0]
-    summary = timemodel.validation_summary(validated).set_index(["model", "method"])
-    assert summary.loc[("M", "x"), "mape_percent"] == pytest.approx(20 / 3)
-    assert summary.loc[("M", "x"), "max_ape_percent"] == pytest.approx(10)
-    assert summary.loc[("N", "x"), "mape_percent"] == pytest.approx(50)
-    assert summary.loc[("N", "y"), "points"] == 1
-    assert "within_measured_range" not in summary  # these measurements carry no spread
-    ranged = measured.assign(step_min=[0.9, 1.9, 3.0, 0.4], step_max=[1.2, 2.1, 5.0, 0.6])
-    spread_summary = timemodel.validation_summary(timemodel.validate(predictions, ranged))
-    spread_summary = spread_summary.set_index(["model", "method"])
-    assert spread_summary.loc[("M", "x"), "within_measured_range"] == 2  # 1.8 lies below b's 1.9
-    assert spread_summary.loc[("M", "x"), "measured_range_percent"] == pytest.approx(30)  # 30, 10, 50 %
-    assert spread_summary.loc[("M", "x"), "min_ape_percent"] == 0
-    with pytest.raises(ValueError, match="measurement"):
-        timemodel.validate(
-            pd.DataFrame({"measurement": ["z"], "method": ["x"], "predicted_seconds": [1.0]}), measured
-        )
-
-
-def test_measured_frame_turns_records_into_step_times():
-    records = [
-        {
-            "key": "k1",
-            "kind": "ddp_run",
-            "config": {
-                "model": "M",
-                "world_size": 2,
-                "global_batch_size": 50,
-                "epochs": 2,
-                "bucket_cap_mb": 25,
-            },
-            "result": {"step_seconds_all": [0.25, 0.2, 0.19], "threads_per_rank": 1},
-        },
-        {
-            "key": "k2",
-            "kind": "dataparallel_timing",
-            "config": {"model": "M", "devices": ["cpu", "cpu"], "batch_size": 20, "threads": 2},
-            "result": {"step_seconds_all": [0.3, 0.3, 0.4]},
-        },
-        {
-            "key": "k3",
-            "kind": "ddp_run",
-            "config": {
-                "model": "M",
-                "world_size": 1,
-                "global_batch_size": 50,
-                "epochs": 2,
-                "bucket_cap_mb": 25,
-            },
-            "result": {"step_seconds_all": [0.1], "threads_per_rank": 2},
-        },
-    ]
-    frame = timemodel.measured_frame(records).set_index("measurement")
-    assert list(frame.index) == ["k1", "k2"]  # one rank is not a multi-rank measurement
-    assert frame.loc["k1", ["step_seconds", "step_min", "step_max"]].tolist() == [0.2, 0.19, 0.25]
-    assert frame.loc["k2", "step_seconds"] == 0.3 and frame.loc["k2", "step_max"] == 0.4
-    assert len(timemodel.measured_frame(records, min_ranks=1)) == 3
 
 
 def test_alpha_beta_must_come_from_chapter_four(tmp_path):

@@ -129,7 +129,7 @@ def plot_precision(steps: pd.DataFrame, memory: pd.DataFrame, hardware: str) -> 
 
 
 def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Seconds of one training step per phase, host and (on a GPU) device."""
+    """Seconds of one training step per phase, host and (on a GPU) device: medians of un-profiled steps."""
     long = phases.melt(id_vars=["model", "phase"], value_vars=["host_seconds", "device_seconds"])
     long = long.dropna()
     long["clock"] = long["variable"].str.replace("_seconds", "")
@@ -138,7 +138,7 @@ def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     )
     grid.set_titles("{col_name}")
     grid.set_axis_labels("", "seconds")
-    return titled_grid(grid, "One training step under torch.profiler", hardware)
+    return titled_grid(grid, "One training step by phase (median of timed steps)", hardware)
 
 
 def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
@@ -312,18 +312,29 @@ def plot_stale_training(history: pd.DataFrame, evaluated_on: str, what: str, har
 
 
 def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Predicted against measured step seconds, one marker per method and colour per model, with y = x."""
-    figure, axis = plt.subplots(figsize=(6.5, 4.6))
-    sns.scatterplot(
-        data=validated, x="step_seconds", y="predicted_seconds", hue="model", style="method", ax=axis
-    )
+    """Predicted against measured step seconds, one panel per method (each judged on its own), colour per
+    model, the measured fastest-slowest steps as horizontal bars, and the line y = x."""
+    methods = list(dict.fromkeys(validated["method"]))
+    figure, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 4), squeeze=False,
+                                sharex=True, sharey=True)  # fmt: skip
     low = min(validated["step_seconds"].min(), validated["predicted_seconds"].min()) * 0.8
     high = max(validated["step_seconds"].max(), validated["predicted_seconds"].max()) * 1.25
-    axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
-    axis.set(
-        xscale="log", yscale="log", xlabel="measured seconds per step", ylabel="predicted seconds per step"
-    )
-    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    models = list(dict.fromkeys(validated["model"]))
+    for axis, method in zip(axes[0], methods, strict=True):
+        for index, model in enumerate(models):
+            rows = validated[(validated["method"] == method) & (validated["model"] == model)]
+            if "step_min" in rows:
+                errors = [rows["step_seconds"] - rows["step_min"], rows["step_max"] - rows["step_seconds"]]
+            else:
+                errors = None
+            axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, fmt="o", capsize=2,
+                          color=f"C{index}", label=model)  # fmt: skip
+        axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
+        axis.set(xscale="log", yscale="log", title=method, xlabel="measured seconds per step")
+        _log_ticks(axis.xaxis)
+        _log_ticks(axis.yaxis)
+    axes[0][0].set_ylabel("predicted seconds per step")
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return titled(figure, what, hardware)
 
 
@@ -347,7 +358,8 @@ def plot_recommendation(
 
 def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
     """Each measured loss curve (points; filled where the fit saw them) with the Optimus curve fitted to its
-    first part (line) and the target loss (dashed)."""
+    first part (line), the target loss (dashed) and where the fit stops (dotted); each panel says whether
+    its test is out of sample (the target crossed after the fitted points) or says nothing."""
     figure, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.6), squeeze=False)
     for axis, curve, row in zip(axes[0], curves, predictions.itertuples(), strict=True):
         steps = pd.Series(curve["steps"], dtype=float)
@@ -359,84 +371,128 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
             steps, 1 / (row.beta0 * steps + row.beta1) + row.beta2, color="C1", label="fit on filled points"
         )
         axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
-        axis.set(title=curve["curve"], xlabel=curve["unit"], ylabel="training loss")
+        axis.axvline(row.fitted_up_to_step, color="grey", linestyle=":", linewidth=0.8, label="end of fit")
+        test = "out of sample" if row.out_of_sample else "not a test"
+        axis.set(title=f"{curve['curve']}\n({test})", xlabel=curve["unit"], ylabel="training loss")
         axis.title.set_size(9)
     axes[0][0].legend(frameon=False)
     return titled(figure, what, hardware)
 
 
+def _band_lines(axis: plt.Axes, frame: pd.DataFrame, x: str, y: str, hue: str) -> None:
+    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high."""
+    for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
+        rows = rows.sort_values(x)
+        axis.plot(rows[x], rows[y], marker="o", markersize=3, color=f"C{index}", label=name)
+        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=f"C{index}", alpha=0.15,
+                          linewidth=0)  # fmt: skip
+
+
 def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None) -> plt.Figure:
-    """Predicted single-GPU step time against batch, one line per GPU, one panel per model (log-log);
-    measured GPU steps as crosses where the study has them. Predictions: titled as such."""
-    grid = sns.relplot(
-        data=predicted, x="batch", y="step_seconds", hue="gpu", style="gpu", col="model", kind="line",
-        markers=True, dashes=False, height=3.4, aspect=1.2, facet_kws={"sharey": False},
-    )  # fmt: skip
-    for axis in grid.axes.flat:
-        model = axis.get_title().split(" = ")[-1]
+    """Predicted single-GPU step time against batch, one line per GPU with its band (shaded: lowest to
+    highest over the uncertain inputs), one panel per model (log-log); measured GPU steps as crosses
+    where the study has them. Predictions: titled as such."""
+    frame = predicted
+    models = list(dict.fromkeys(frame["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        _band_lines(axis, frame[frame["model"] == model], "batch", "step_seconds", "gpu")
         if measured is not None and len(measured):
             points = measured[measured["model"] == model]
             axis.plot(points["batch"], points["step_seconds"], "kX", markersize=8, label="measured")
-        plain_log_axes(axis, sorted(predicted["batch"].unique()))
-        axis.set(xlabel="batch per GPU", ylabel="seconds per step")
-    grid.set_titles("{col_name}")
-    return titled_grid(grid, "One training step on one GPU: the roofline's prediction", "PREDICTIONS")
+        plain_log_axes(axis, sorted(frame["batch"].unique()))
+        axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=model)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
+    return titled(
+        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)", "PREDICTIONS"
+    )
 
 
-def plot_gpu_speedups(frame: pd.DataFrame, what: str) -> plt.Figure:
-    """Predicted speed-up against GPU count, one line per link (colour) and method (dashes), one panel
-    per model, with perfect scaling drawn; every figure of GPUs we do not have is a prediction."""
-    grid = sns.relplot(
-        data=frame, x="gpus", y="speedup", hue="link", style="method", col="model", kind="line",
-        markers=True, height=3.4, aspect=1.15, facet_kws={"sharey": False},
-    )  # fmt: skip
-    for axis in grid.axes.flat:
-        top = frame["gpus"].max()
-        axis.plot([1, top], [1, top], color="grey", linewidth=0.8, linestyle=":", label="perfect scaling")
+def _errors(frame: pd.DataFrame, column: str) -> list:
+    return [frame[column] - frame[f"{column}_low"], frame[f"{column}_high"] - frame[column]]
+
+
+def _log_ticks(axis) -> None:
+    """Plain numbers at 1, 2 and 5 of every decade on a log axis."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(PLAIN)
+    axis.set_minor_formatter(NullFormatter())
+
+
+def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
+    """Predicted speed-up of each multi-GPU machine over one GPU of its kind, with its band (bars: lowest
+    to highest over the uncertain inputs), one panel per model; a tick marks perfect scaling (k)."""
+    frame = summary[summary["gpus"] > 1]
+    models = list(dict.fromkeys(frame["model"]))
+    machines = list(dict.fromkeys(frame["machine"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models) + 2, 0.42 * len(machines) + 1.6),
+                                squeeze=False, sharey=True)  # fmt: skip
+    for axis, model in zip(axes[0], models, strict=True):
+        rows = frame[frame["model"] == model].set_index("machine").reindex(machines).reset_index()
+        axis.errorbar(rows["speedup"], rows.index, xerr=_errors(rows, "speedup"), fmt="o", capsize=3,
+                      label="predicted, with band")  # fmt: skip
+        axis.plot(rows["gpus"], rows.index, "|", color="grey", markersize=12, label="perfect scaling")
+        axis.axvline(1, color="grey", linewidth=0.8)
+        axis.set(xscale="log", title=model, xlabel="speed-up over one GPU (×)")
+        _log_ticks(axis.xaxis)
+        axis.set_yticks(range(len(machines)), machines)
+        axis.invert_yaxis()
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return titled(figure, what, "PREDICTIONS")
+
+
+def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
+    """What a renter decides: each multi-GPU machine's speed-up against what its result costs over the
+    one-GPU offer (both with their bands), one panel per model, log-log; right of x = 1 is dearer, above
+    y = 1 faster."""
+    frame = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
+    models = list(dict.fromkeys(frame["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(5.6 * len(models), 4.6), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        rows = frame[frame["model"] == model]
+        for index, row in enumerate(rows.itertuples()):
+            one = rows.loc[[row.Index]]
+            axis.errorbar(one["cost_multiplier"], one["speedup"], xerr=_errors(one, "cost_multiplier"),
+                          yerr=_errors(one, "speedup"), fmt="o", capsize=2, color=f"C{index % 10}",
+                          label=row.machine)  # fmt: skip
         axis.axhline(1, color="grey", linewidth=0.8)
-        axis.set(xlabel="GPUs", ylabel="speed-up over one GPU")
-    grid.set_titles("{col_name}")
-    return titled_grid(grid, what, "PREDICTIONS")
+        axis.axvline(1, color="grey", linewidth=0.8)
+        axis.set(xscale="log", yscale="log", title=model, xlabel="dollars per result over one GPU's (×)",
+                 ylabel="speed-up over one GPU (×)")  # fmt: skip
+        _log_ticks(axis.xaxis)
+        _log_ticks(axis.yaxis)
+        axis.legend(fontsize="x-small", frameon=False)
+    return titled(figure, what, "PREDICTIONS")
 
 
-def plot_decision_map(frame: pd.DataFrame, categories: tuple, what: str) -> plt.Figure:
-    """Per model (rows) and link (columns): each global batch × GPU count coloured by its decision."""
-    models, links = list(frame["model"].unique()), list(frame["link"].unique())
-    figure, axes = plt.subplots(len(models), len(links), figsize=(3.1 * len(links), 2.9 * len(models)),
-                                sharex=True, sharey=True, squeeze=False)  # fmt: skip
-    colours = sns.color_palette("RdYlGn", len(categories))
-    codes = {category: index for index, category in enumerate(categories)}
-    for row, model in enumerate(models):
-        for column, link in enumerate(links):
-            axis = axes[row][column]
-            cells = frame[(frame["model"] == model) & (frame["link"] == link)]
-            table = cells.pivot(index="gpus", columns="global_batch", values="decision").map(codes.get)
-            sns.heatmap(table.astype(float), ax=axis, cmap=colours, vmin=-0.5, vmax=len(categories) - 0.5,
-                        cbar=False, linewidths=0.3, linecolor="white")  # fmt: skip
-            axis.invert_yaxis()
-            axis.set(title=f"{model} · {link}", xlabel="global batch" if row == len(models) - 1 else "",
-                     ylabel="GPUs" if column == 0 else "")  # fmt: skip
-            axis.title.set_size(8)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[codes[c]]) for c in categories]
-    figure.legend(handles, categories, loc="lower center", ncol=len(categories), frameon=False,
-                  bbox_to_anchor=(0.5, -0.02))  # fmt: skip
-    figure.suptitle(f"{what}\nPREDICTIONS", fontsize=11)
-    figure.tight_layout(rect=(0, 0.05, 1, 1))
-    return figure
+def plot_time_to_result(bands: pd.DataFrame, what: str) -> plt.Figure:
+    """Seconds to the target against the global batch, one line per machine with its band, log-log."""
+    figure, axis = plt.subplots(figsize=(7.5, 4.4))
+    _band_lines(axis, bands, "global_batch", "seconds_to_target", "machine")
+    plain_log_axes(axis, sorted(bands["global_batch"].unique()))
+    axis.set(xlabel="global batch (at most the 2,700 training clips)", ylabel="seconds to the target loss")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
+    return titled(figure, what, "PREDICTIONS")
 
 
 def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
-    """The seed's experiment predicted: epoch time against batch size for 1–4 GPUs, one panel per model."""
-    grid = sns.relplot(
-        data=check, x="global_batch", y="epoch_seconds", hue="gpus", style="gpus", col="model", kind="line",
-        markers=True, dashes=False, palette="viridis", height=3.4, aspect=1.2, facet_kws={"sharey": False},
-    )  # fmt: skip
-    for axis in grid.axes.flat:
-        plain_log_axes(axis, sorted(check["global_batch"].unique()))
-        axis.set(xlabel="batch size", ylabel="seconds per epoch of 2,000 clips")
-    grid.set_titles("{col_name}")
-    hardware = f"{check['gpu'].iloc[0]} over {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
-    return titled_grid(grid, "The seed's experiment, predicted", hardware)
+    """The seed's experiment predicted: epoch time against batch size for 1-4 GPUs with their bands, one
+    panel per model (``check``: one row per scenario, as ``recommend.seed_check`` gives)."""
+    keys = ["model", "gpus", "global_batch"]
+    central = check[check["scenario"] == "central"].set_index(keys)["epoch_seconds"]
+    grouped = check.groupby(keys)["epoch_seconds"]
+    frame = pd.DataFrame({"epoch_seconds": central, "epoch_seconds_low": grouped.min(),
+                          "epoch_seconds_high": grouped.max()}).reset_index()  # fmt: skip
+    frame["GPUs"] = frame["gpus"].map(lambda k: f"{k} GPU(s)")
+    models = list(dict.fromkeys(frame["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        _band_lines(axis, frame[frame["model"] == model], "global_batch", "epoch_seconds", "GPUs")
+        plain_log_axes(axis, sorted(frame["global_batch"].unique()))
+        axis.set(xlabel="batch size", ylabel="seconds per epoch of 2,000 clips", title=model)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    hardware = f"{check['machine'].iloc[0]}, {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
+    return titled(figure, "The seed's experiment, predicted with its band", hardware)
 
 
 def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure:

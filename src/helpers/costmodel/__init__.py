@@ -3,5 +3,7 @@
 - ``money``: rent-or-buy break-even, Table I and dollars per result, in exact arithmetic;
 - ``lossfit``: the Optimus loss curve, fitted and tested on held-out curve ends;
 - ``timemodel``: seconds per step from compute and communication, calibrated and validated;
-- ``recommend``: predicted speed-up and dollars for 1–8 GPUs over named links.
+- ``gpus``: FLOPs and bytes per layer, the roofline with its uncertain inputs, GPU and link specs;
+- ``configurations``: the machines that can be bought or rented, each with its price row;
+- ``recommend``: predicted speed-ups and dollars on those machines, each a band, with verdicts.
 """

@@ -1,12 +1,17 @@
-"""A training step on a GPU we do not have, from first principles (chapter 5).
+"""A training step on a GPU we do not have, from first principles, with its uncertainty (chapter 5).
 
 Every layer of the two models does a known amount of arithmetic and moves a known number of bytes,
 forward and backward, computed here from its shapes (exact integers, asserted in the tests against
-``torch.utils.flop_counter``). On a roofline a kernel takes the longer of its arithmetic at the GPU's
-achievable FLOP/s and its memory traffic at the achievable bandwidth, and never less than the time the
-host needs to launch it. The GPUs' figures are their datasheets'; what fraction of a peak real kernels
-reach is an assumption, named and printed where it is used, and replaced by measurement wherever the
-study has measured the GPU.
+``torch.utils.flop_counter``). A kernel's device time is the longer of its arithmetic at an achieved
+fraction of the GPU's FP32 peak and its memory traffic at an achieved fraction of the peak bandwidth.
+The host issues one eager PyTorch op after another, each costing a fixed host time; a kernel starts when
+it has been issued and the previous kernel has finished, so a step of many small kernels is as long as
+the host's issuing (the per-op floor) and a step of large ones as long as the device's work.
+
+Three inputs are not known for a GPU we have not run on, and each is a range (``Range``): the achieved
+fraction of peak per layer kind, the host time per op and the all-reduce bandwidth a link achieves.
+Every prediction is computed for the corners of those ranges (``scenarios``) and shown as a band; a
+measured single-GPU step replaces the roofline wherever the study has one (``costmodel.recommend``).
 
 Conventions (stated once, used everywhere):
 
@@ -14,17 +19,20 @@ Conventions (stated once, used everywhere):
 - bytes are float32 (4) except max-pooling's saved indices (int64, 8): each kernel reads its inputs and
   writes its outputs once (weights once per kernel, whatever the batch);
 - the first layer computes no gradient for its input (the waveform needs none);
-- on Ampere and newer GPUs PyTorch runs float32 convolutions on TF32 tensor cores by default
-  (``torch.backends.cudnn.allow_tf32`` is True) and float32 matrix products on the FP32 units
-  (``torch.backends.cuda.matmul.allow_tf32`` is False): each layer gets the peak it really uses;
-- the loss (10 logits per sample) is left out; Adam is one fused pass reading the parameter, its
-  gradient and two moments and writing three of them: 28 bytes per parameter.
+- the study runs float32 with TF32 off in every process (``helpers.worker.set_tf32(False)``), so
+  convolutions and matrix products get the FP32 peak. (PyTorch's default would run cuDNN's float32
+  convolutions on TF32 tensor cores; the study measures what it predicts, so it does not.)
+- the inputs sit on the GPU already (the study's timed steps keep the training set there);
+- the loss (10 logits per sample) costs its ops and no device time; Adam is one fused pass reading the
+  parameter, its gradient and two moments and writing three of them: 28 bytes per parameter.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import itertools
+import re
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -36,91 +44,273 @@ from helpers.models import build_model, parameter_count
 FLOAT_BYTES = 4
 INDEX_BYTES = 8  # max-pooling keeps the position of each maximum for backward, as int64
 ADAM_BYTES_PER_PARAMETER = 7 * FLOAT_BYTES  # read p, g, m, v; write p, m, v
-ADAM_KERNELS = 12  # multi-tensor Adam: about a dozen list-wide launches per step (assumption)
-LOSS_KERNELS = 4  # log-softmax and NLL, forward and backward
+ADAM_OPS = 12  # multi-tensor Adam: about a dozen list-wide ops per step (an assumption, inside the band)
+LOSS_OPS = 4  # log-softmax and NLL, forward and backward
+READ_ON = "2026-11-24"  # when the sources below were read
 
 
 @dataclass(frozen=True)
-class Assumption:
-    """A number the predictions rest on that no measurement of ours gave: its value, source and date."""
+class Range:
+    """An input the predictions are unsure of: low, central and high values, with source and date."""
 
     name: str
-    value: float
+    low: float
+    central: float
+    high: float
     unit: str
     source: str
     date: str
 
 
-# What real kernels reach of a peak, and what launching one costs. Assumptions, shown where used.
-ACHIEVED_COMPUTE = Assumption(
-    "achieved fraction of peak FLOP/s (matmul, convolution)", 0.6, "",
-    "assumption: large cuBLAS/cuDNN kernels reach 60-80% of peak; these layers are small", "2026-11-23",
+COMPUTE_EFFICIENCY = {
+    "matmul": Range(
+        "achieved fraction of FP32 peak, matrix products", 0.2, 0.5, 0.8, "",
+        "assumption: cuBLAS SGEMM reaches 70-90% of FP32 peak on large square products; ours have 10 to "
+        "600 rows, so lower", READ_ON,
+    ),
+    "conv": Range(
+        "achieved fraction of FP32 peak, convolutions", 0.1, 0.3, 0.6, "",
+        "assumption: cuDNN on a Conv1d with 1 input channel and 200 taps, or 30-50 channels, uses the "
+        "units poorly; 0.6 is a good large GEMM", READ_ON,
+    ),
+}  # fmt: skip
+MEMORY_EFFICIENCY = Range(
+    "achieved fraction of peak memory bandwidth", 0.5, 0.7, 0.9, "",
+    "assumption: streaming kernels reach 70-90% of the datasheet's bandwidth, small ones less", READ_ON,
 )  # fmt: skip
-ACHIEVED_MEMORY = Assumption(
-    "achieved fraction of peak memory bandwidth", 0.7, "",
-    "assumption: streaming kernels reach 70-90% of datasheet bandwidth", "2026-11-23",
-)  # fmt: skip
-KERNEL_LAUNCH = Assumption(
-    "host time to launch one kernel", 5e-6, "s",
-    "NVIDIA developer forum (about 3 µs for an empty kernel); susun-blog.com (4-6 µs measured on an "
-    "RTX 5070 Ti); read 2026-11-23", "2026-11-23",
+OP_OVERHEAD = Range(
+    "host time per eager PyTorch op", 5e-6, 10e-6, 20e-6, "s",
+    "a bare CUDA launch is 3-5 µs (NVIDIA developer forum; susun-blog.com, RTX 5070 Ti); Python, "
+    "autograd and the ATen dispatcher make it 5-25 µs per op (jiahuanglin.xyz, 'From PyTorch op to "
+    "kernel launch', undated, read 2026-11-24)", READ_ON,
 )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class GPU:
-    """Datasheet figures of one GPU: peaks of the units float32 training uses, memory, source."""
+    """Datasheet figures of one GPU: FP32 peak, memory bandwidth and size, and where they were read."""
 
     name: str
-    fp32_flops: float  # FP32 (CUDA-core) peak, FLOP/s
-    tf32_flops: float | None  # dense TF32 tensor-core peak (Ampere and newer), FLOP/s
+    fp32_flops: float  # FP32 (CUDA-core) peak, FLOP/s: what float32 training with TF32 off uses
     memory_bandwidth: float  # bytes/s
     memory_bytes: int
     source: str
     date: str
-
-    def conv_flops(self) -> float:
-        """The peak a float32 convolution gets by PyTorch's default: TF32 where it exists."""
-        return self.tf32_flops or self.fp32_flops
+    tf32_flops: float | None = None  # dense TF32 tensor-core peak: PyTorch's default for convolutions
 
 
 GB = 10**9
+H100_SHEET = (
+    "NVIDIA H100 Tensor Core GPU datasheet (SXM and PCIe columns; NVIDIA's table as copied by hpctech.co.jp)"
+)
+A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
 GPUS = {
     "GTX 1080 Ti": GPU(
-        "GTX 1080 Ti", 3584 * 2 * 1582e6, None, 484 * GB, 11 * GB,
-        "3,584 CUDA cores at 1,582 MHz boost (vortez.net review); 11 GB GDDR5X at 484 GB/s "
-        "(tomshardware.com, 2017-03-01)", "2017-03-01",
+        "GTX 1080 Ti", 3584 * 2 * 1582e6, 484 * GB, 11 * GB,
+        "no datasheet for GeForce cards: NVIDIA's GTX 1080 Ti specifications (3,584 CUDA cores, 1,582 MHz "
+        "boost, 11 GB GDDR5X at 11 Gbps on 352 bits = 484 GB/s), FP32 = 2 x cores x boost clock; as "
+        "reported by vortez.net and tomshardware.com (2017-03-01)", "2017-03-01",
     ),
     "V100 SXM2 16 GB": GPU(
-        "V100 SXM2 16 GB", 15.7e12, None, 900 * GB, 16 * GB,
-        "NVIDIA Tesla V100 datasheet: FP32 15.7 TFLOPS, 900 GB/s HBM2", "2017",
+        "V100 SXM2 16 GB", 15.7e12, 900 * GB, 16 * GB,
+        "NVIDIA Tesla V100 datasheet: SXM2 FP32 15.7 TFLOPS, 16 GB HBM2 at 900 GB/s, NVLink 300 GB/s", "2017",
+    ),
+    "A100 SXM 40 GB": GPU(
+        "A100 SXM 40 GB", 19.5e12, 1555 * GB, 40 * GB,
+        f"{A100_SHEET}: FP32 19.5 TFLOPS; 40 GB HBM2 at 1,555 GB/s (the 2020 edition's 40 GB column)",
+        "2020", tf32_flops=156e12,
     ),
     "A100 SXM 80 GB": GPU(
-        "A100 SXM 80 GB", 19.5e12, 156e12, 2039 * GB, 80 * GB,
-        "NVIDIA A100 datasheet: FP32 19.5, TF32 156 (dense) TFLOPS; 80 GB HBM2e at 2,039 GB/s "
-        "(thundercompute.com, updated 2026-05-21)", "2026-05-21",
+        "A100 SXM 80 GB", 19.5e12, 2039 * GB, 80 * GB,
+        f"{A100_SHEET}: FP32 19.5 TFLOPS; 80 GB HBM2e at 2,039 GB/s; NVLink 600 GB/s", "2021",
+        tf32_flops=156e12,
+    ),
+    "A100 PCIe 80 GB": GPU(
+        "A100 PCIe 80 GB", 19.5e12, 1935 * GB, 80 * GB,
+        f"{A100_SHEET}: FP32 19.5 TFLOPS; 80 GB HBM2e at 1,935 GB/s; PCIe Gen4 64 GB/s", "2021",
+        tf32_flops=156e12,
     ),
     "H100 SXM 80 GB": GPU(
-        "H100 SXM 80 GB", 67e12, 494.5e12, 3350 * GB, 80 * GB,
-        "NVIDIA H100 datasheet: FP32 67, TF32 989 with sparsity (494.5 dense) TFLOPS; 80 GB HBM3 at "
-        "3,350 GB/s (hpctech.co.jp's copy of NVIDIA's table)", "2022",
+        "H100 SXM 80 GB", 67e12, 3350 * GB, 80 * GB,
+        f"{H100_SHEET}: FP32 67 TFLOPS; 80 GB HBM3 at 3,350 GB/s; NVLink 900 GB/s", "2022",
+        tf32_flops=494.5e12,
+    ),
+    "H100 PCIe 80 GB": GPU(
+        "H100 PCIe 80 GB", 51e12, 2000 * GB, 80 * GB,
+        f"{H100_SHEET}: FP32 51 TFLOPS; 80 GB HBM2e at 2,000 GB/s; PCIe Gen5 128 GB/s", "2022",
+        tf32_flops=378e12,
     ),
     "H200 SXM 141 GB": GPU(
-        "H200 SXM 141 GB", 67e12, 494.5e12, 4800 * GB, 141 * GB,
-        "the H100's GH100 die and compute with 141 GB of HBM3e at 4.8 TB/s (NVIDIA, announced 2023-11-13; "
-        "aiwiki.ai, updated 2026-06-21)", "2023-11-13",
+        "H200 SXM 141 GB", 67e12, 4800 * GB, 141 * GB,
+        "NVIDIA H200 Tensor Core GPU datasheet: the H100's GH100 compute (FP32 67 TFLOPS) with 141 GB of "
+        "HBM3e at 4.8 TB/s (announced 2023-11-13; no NVIDIA copy in the searchable index, figures as quoted "
+        "by aiwiki.ai, updated 2026-06-21)", "2023-11-13", tf32_flops=494.5e12,
+    ),
+    "L4": GPU(
+        "L4", 30.3e12, 300 * GB, 24 * GB,
+        "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3 TFLOPS; 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16 "
+        "(figures as listed by fpsbench.com and pcpartdb.com: 30.29 TFLOPS, 300.1 GB/s)", "2023-03-21",
+        tf32_flops=60e12,
+    ),
+    "L40S": GPU(
+        "L40S", 91.6e12, 864 * GB, 48 * GB,
+        "NVIDIA L40S datasheet: FP32 91.6 TFLOPS; 48 GB GDDR6 at 864 GB/s; PCIe Gen4 x16, no NVLink (copy of "
+        "NVIDIA's table at mullet.se and itcreations.com)", "2023-08",
+        tf32_flops=183e12,
     ),
 }  # fmt: skip
 
-# How drivers name these GPUs (torch.cuda.get_device_properties(i).name), first match wins. An H100 PCIe
-# is read as the SXM part: the same die with less bandwidth, so its predictions are optimistic.
-DRIVER_NAMES = (("H200", "H200 SXM 141 GB"), ("H100", "H100 SXM 80 GB"), ("A100", "A100 SXM 80 GB"),
-                ("V100", "V100 SXM2 16 GB"), ("1080 Ti", "GTX 1080 Ti"))  # fmt: skip
+# How drivers name these GPUs (torch.cuda.get_device_properties(i).name): the first rule whose words all
+# appear in the name wins; None for an H100 NVL (a different board) and for GPUs not in the table.
+DRIVER_NAMES = (
+    (("H200",), "H200 SXM 141 GB"), (("H100", "NVL"), None), (("H100", "PCIE"), "H100 PCIe 80 GB"),
+    (("H100",), "H100 SXM 80 GB"), (("A100", "PCIE"), "A100 PCIe 80 GB"),
+    (("A100", "40GB"), "A100 SXM 40 GB"), (("A100",), "A100 SXM 80 GB"), (("V100",), "V100 SXM2 16 GB"),
+    (("L40S",), "L40S"), (("L4",), "L4"), (("1080", "TI"), "GTX 1080 Ti"),
+)  # fmt: skip
 
 
 def gpu_key(driver_name: str) -> str | None:
-    """The ``GPUS`` entry of a GPU as its driver names it ("NVIDIA H100 80GB HBM3" → "H100 SXM 80 GB")."""
-    return next((key for token, key in DRIVER_NAMES if token in driver_name), None)
+    """The ``GPUS`` entry of a GPU as its driver names it ("NVIDIA H100 80GB HBM3" → "H100 SXM 80 GB").
+
+    An A100 PCIe 40 GB is read as the 80 GB card (the same FP32 peak, 20 % less bandwidth)."""
+    words = set(re.split(r"[\s\-_]+", driver_name.upper()))
+    return next((key for tokens, key in DRIVER_NAMES if set(tokens) <= words), None)
+
+
+@dataclass(frozen=True)
+class Link:
+    """How GPUs are joined: the spec's peak per direction, and the all-reduce bus bandwidth achieved on it.
+
+    ``bus_bandwidth`` is the central value of nccl-tests' busbw for a ring all-reduce on such a link
+    (bytes/s), with ``bus_bandwidth_low`` and ``bus_bandwidth_high`` bounding what a rented machine may
+    achieve; ``alpha_seconds`` is the latency of one ring step (a published small-message all-reduce time
+    divided by its 2(k−1) steps).
+    """
+
+    name: str
+    peak_bytes_per_second: float
+    bus_bandwidth: float
+    bus_bandwidth_low: float
+    bus_bandwidth_high: float
+    alpha_seconds: float
+    basis: str
+    source: str
+    date: str
+
+    def bus(self, level: str = "central") -> float:
+        """The all-reduce bus bandwidth at ``level`` ("low", "central" or "high")."""
+        return {"low": self.bus_bandwidth_low, "central": self.bus_bandwidth,
+                "high": self.bus_bandwidth_high}[level]  # fmt: skip
+
+
+def pcie_peak(transfers_per_second: float) -> float:
+    """Bytes/s per direction of a x16 PCIe link at ``transfers_per_second`` per lane (128b/130b)."""
+    return transfers_per_second * 16 * 128 / 130 / 8
+
+
+# nccl-tests on 8 RTX 5090s over PCIe 5.0: busbw 28 GB/s (NCCL issue 1639, 2025-03-14), 44% of peak
+PCIE_MEASURED_FRACTION = 28e9 / pcie_peak(32e9)
+PCIE_RANGE = (0.3, 0.8)  # fraction of peak: host bridges and switches below, a clean switch above
+NVLINK_RANGE = (0.6, 0.85)  # fraction of peak: NCCL's protocol overhead is about 20 % (nccl-tests 212)
+PCIE_ALPHA = 42.14e-6 / 14  # 8 B all-reduce on 8 RTX 4090s over PCIe: 42.14 µs (NCCL issue 1530)
+NVLINK_ALPHA = 33.7e-6 / 14  # ring all-reduce latency on 8 A100s, one channel: 33.7 µs (nccl-tests 123)
+
+
+def _pcie(name: str, rate: float, source: str, date: str) -> Link:
+    peak = pcie_peak(rate)
+    return Link(name, peak, PCIE_MEASURED_FRACTION * peak, PCIE_RANGE[0] * peak, PCIE_RANGE[1] * peak,
+                PCIE_ALPHA,
+                f"central: {PCIE_MEASURED_FRACTION:.0%} of peak, the fraction nccl-tests measured "
+                f"on 8 GPUs over PCIe 5.0 (NCCL issue 1639); band {PCIE_RANGE[0]:.0%}-{PCIE_RANGE[1]:.0%} "
+                "of peak (assumption)", source, date)  # fmt: skip
+
+
+LINKS = {
+    "PCIe 3.0 x16, host bridge": _pcie(
+        "PCIe 3.0 x16, host bridge", 8e9,
+        "PCI-SIG PCIe 3.0: 8 GT/s per lane, 128b/130b; the seed's GPUs meet at the host bridge (PHB)", "2010",
+    ),
+    "PCIe 4.0 x16": _pcie("PCIe 4.0 x16", 16e9, "PCI-SIG PCIe 4.0: 16 GT/s per lane, 128b/130b", "2017"),
+    "PCIe 5.0 x16": _pcie(
+        "PCIe 5.0 x16", 32e9,
+        "PCI-SIG PCIe 5.0; github.com/NVIDIA/nccl/issues/1639 (8x RTX 5090: busbw 28 GB/s, 2025-03-14)",
+        "2025-03-14",
+    ),
+    "NVLink 2 (V100 SXM2)": Link(
+        "NVLink 2 (V100 SXM2)", 150e9, 0.67 * 150e9, NVLINK_RANGE[0] * 150e9, NVLINK_RANGE[1] * 150e9,
+        NVLINK_ALPHA,
+        "no published busbw found for 8 V100s: central 67 % of peak, the fraction measured on A100 NVLink; "
+        f"band {NVLINK_RANGE[0]:.0%}-{NVLINK_RANGE[1]:.0%} of peak (assumption); p3's 8 GPUs form a hybrid "
+        "cube-mesh, not a switch",
+        "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s both ways per GPU (150 GB/s each way)", "2017",
+    ),
+    "NVLink 3 (A100 SXM)": Link(
+        "NVLink 3 (A100 SXM)", 300e9, 200e9, NVLINK_RANGE[0] * 300e9, NVLINK_RANGE[1] * 300e9, NVLINK_ALPHA,
+        "measured: nccl-tests all-reduce busbw about 200 GB/s on 8 A100 SXM4 80 GB over NVSwitch; band "
+        f"{NVLINK_RANGE[0]:.0%}-{NVLINK_RANGE[1]:.0%} of peak (assumption)",
+        "github.com/NVIDIA/nccl-tests/issues/149 (2023-06-27); A100 datasheet: NVLink 600 GB/s both ways",
+        "2023-06-27",
+    ),
+    "NVLink 4 (H100 SXM)": Link(
+        "NVLink 4 (H100 SXM)", 450e9, 370e9, NVLINK_RANGE[0] * 450e9, 480e9, NVLINK_ALPHA,
+        "measured: nccl-tests ring all-reduce busbw 370 GB/s on 8 H100 SXM; 480 GB/s with NVLink SHARP (the "
+        f"band's top); band's bottom {NVLINK_RANGE[0]:.0%} of peak (assumption)",
+        "github.com/NVIDIA/nccl-tests/issues/212 (NVIDIA's NCCL lead, 2024-05-06); H100 datasheet: NVLink "
+        "900 GB/s both ways per GPU", "2024-05-06",
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One value of every uncertain input: one point of a prediction's band.
+
+    ``link`` is "low", "central" or "high" on each link's busbw range; ``measured`` picks the line through
+    the fastest, median or slowest measured steps where a GPU was measured (``costmodel.recommend``).
+    """
+
+    matmul: float = COMPUTE_EFFICIENCY["matmul"].central
+    conv: float = COMPUTE_EFFICIENCY["conv"].central
+    memory: float = MEMORY_EFFICIENCY.central
+    op_seconds: float = OP_OVERHEAD.central
+    link: str = "central"
+    measured: str = "central"
+
+
+CENTRAL = Scenario()
+# Each uncertain input: the Scenario field it sets, its low and high values, and what measures it.
+GPU_CHECK = "`make gpu-check` (its LinearNet step at batch 8 is nearly all per-op time)"
+SWEEP = "the `gpu` profile's single-GPU sweep (chapter 1, `make study PROFILE=gpu`)"
+INPUTS = {
+    "matrix-product efficiency": ("matmul", COMPUTE_EFFICIENCY["matmul"].low,
+                                  COMPUTE_EFFICIENCY["matmul"].high, SWEEP),
+    "convolution efficiency": ("conv", COMPUTE_EFFICIENCY["conv"].low, COMPUTE_EFFICIENCY["conv"].high,
+                               SWEEP),
+    "memory-bandwidth fraction": ("memory", MEMORY_EFFICIENCY.low, MEMORY_EFFICIENCY.high, SWEEP),
+    "per-op host overhead": ("op_seconds", OP_OVERHEAD.low, OP_OVERHEAD.high, GPU_CHECK),
+    "achieved link bandwidth": ("link", "low", "high",
+                                "chapter 4's all-reduce benchmark on the rented machine "
+                                "(`make study PROFILE=gpu`)"),
+    "spread of the measured steps": ("measured", "low", "high", "more timed steps (the `gpu` profile)"),
+}  # fmt: skip
+ROOFLINE_INPUTS = tuple(name for name in INPUTS if name != "spread of the measured steps")
+MEASURED_INPUTS = ("spread of the measured steps", "per-op host overhead", "achieved link bandwidth")
+
+
+def scenarios(inputs=ROOFLINE_INPUTS) -> list[tuple[str, Scenario]]:
+    """(label, scenario) pairs spanning ``inputs``: the central values, each input alone at its low and
+    high end (labelled "<input>: low/high", for naming what a verdict depends on), and every corner."""
+    found = [("central", CENTRAL)]
+    for name in inputs:
+        field, low, high, _ = INPUTS[name]
+        found += [(f"{name}: low", replace(CENTRAL, **{field: low})),
+                  (f"{name}: high", replace(CENTRAL, **{field: high}))]  # fmt: skip
+    ends = [(INPUTS[name][0], INPUTS[name][1:3]) for name in inputs]
+    for values in itertools.product(*(pair for _, pair in ends)):
+        corner = replace(CENTRAL, **{field: value for (field, _), value in zip(ends, values, strict=True)})
+        found.append(("corner", corner))
+    return found
 
 
 def layer_shapes(model: nn.Module) -> list[tuple[str, nn.Module, tuple, tuple]]:
@@ -220,120 +410,150 @@ def training_flops_per_sample(model_name: str) -> int:
     return int(layer_costs(model_name)["flops_per_sample"].sum())
 
 
-def roofline_step(
-    model_name: str,
-    batch: int,
-    gpu: GPU,
-    *,
-    compute_fraction: float = ACHIEVED_COMPUTE.value,
-    memory_fraction: float = ACHIEVED_MEMORY.value,
-    launch_seconds: float = KERNEL_LAUNCH.value,
-    optimizer: bool = True,
-) -> dict:
-    """Predicted seconds of one training step at ``batch`` samples on ``gpu``, by phase.
+@functools.cache
+def ops_per_step(model_name: str) -> int:
+    """Host ops of one training step: every layer's kernels, forward and backward, the loss and Adam."""
+    return int(_layer_costs(model_name)["kernels"].sum()) + LOSS_OPS + ADAM_OPS
 
-    Each layer's pass takes max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth), and at least
-    its kernels' launch time; the loss adds its launches; Adam streams 28 bytes per parameter.
-    Returns forward, backward and optimizer seconds, their sum, and whether arithmetic, memory or
-    launches bound the most time.
+
+@functools.cache
+def _issue_order(model_name: str) -> tuple:
+    """The step's layers in the order the host issues them: forward, then backward in reverse, as
+    (phase, kind, FLOPs per sample, bytes per sample, fixed bytes, kernels)."""
+    costs = _layer_costs(model_name)
+    rows = [(r.phase, r.kind, r.flops_per_sample, r.bytes_per_sample, r.fixed_bytes, r.kernels)
+            for r in costs.itertuples()]  # fmt: skip
+    forward = [row for row in rows if row[0] == "forward"]
+    backward = [row for row in rows if row[0] == "backward"][::-1]
+    return tuple(forward), tuple(backward)
+
+
+def _step_work(model_name: str, batch: int, gpu: GPU, scenario: Scenario, optimizer: bool) -> list[tuple]:
+    """The step's work in issue order: (phase, device seconds, ops, what bounds the device time)."""
+    efficiency = {"matmul": scenario.matmul, "conv": scenario.conv, "elementwise": 1.0}
+    bandwidth = gpu.memory_bandwidth * scenario.memory
+
+    def item(row) -> tuple:
+        phase, kind, flops, sample_bytes, fixed_bytes, kernels = row
+        compute = flops * batch / (gpu.fp32_flops * efficiency[kind])
+        memory = (sample_bytes * batch + fixed_bytes) / bandwidth
+        return (phase, max(compute, memory), kernels, "compute" if compute >= memory else "memory")
+
+    forward, backward = _issue_order(model_name)
+    loss = [("forward", 0.0, LOSS_OPS // 2, "memory"), ("backward", 0.0, LOSS_OPS - LOSS_OPS // 2, "memory")]
+    adam = ADAM_BYTES_PER_PARAMETER * _parameters(model_name) / bandwidth
+    tail = [("optimizer", adam, ADAM_OPS, "memory")] if optimizer else []
+    return [item(row) for row in forward] + loss + [item(row) for row in backward] + tail
+
+
+def roofline_step(
+    model_name: str, batch: int, gpu: GPU, scenario: Scenario = CENTRAL, *, optimizer: bool = True
+) -> dict:
+    """Predicted seconds of one training step at ``batch`` samples on ``gpu``, by phase, for one
+    ``scenario`` of the uncertain inputs (the central values by default).
+
+    The host issues the step's ops one after another, ``scenario.op_seconds`` each; a kernel runs when it
+    has been issued and the previous one has finished, for max(FLOPs / achieved FLOP/s, bytes / achieved
+    bandwidth) (a layer's time split evenly over its kernels). The step ends when the last kernel does
+    (``loss.item()`` waits for it). Returns forward, backward and optimizer seconds, their sum, and
+    whether arithmetic, memory traffic or the host's issuing ("host": the device idles most) bound it.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, not {batch}")
-    costs = _layer_costs(model_name)
-    peaks = {"matmul": gpu.fp32_flops, "conv": gpu.conv_flops(), "elementwise": gpu.fp32_flops}
-    seconds = {"forward": LOSS_KERNELS / 2 * launch_seconds, "backward": LOSS_KERNELS / 2 * launch_seconds}
-    bound = {"compute": 0.0, "memory": 0.0, "launch": 0.0}
-    bandwidth = gpu.memory_bandwidth * memory_fraction
-    for row in costs.itertuples():
-        times = {
-            "compute": row.flops_per_sample * batch / (peaks[row.kind] * compute_fraction),
-            "memory": (row.bytes_per_sample * batch + row.fixed_bytes) / bandwidth,
-            "launch": row.kernels * launch_seconds,
-        }
-        limit = max(times, key=times.get)
-        seconds[row.phase] += times[limit]
-        bound[limit] += times[limit]
-    parameters = _parameters(model_name)
-    adam = ADAM_BYTES_PER_PARAMETER * parameters / bandwidth
-    seconds["optimizer"] = max(adam, ADAM_KERNELS * launch_seconds) if optimizer else 0.0
+    return dict(_roofline_step(model_name, batch, gpu, scenario, optimizer))
+
+
+@functools.cache
+def _roofline_step(model_name: str, batch: int, gpu: GPU, scenario: Scenario, optimizer: bool) -> dict:
+    """``roofline_step``, computed once per argument (bands evaluate the same steps many times)."""
+    work = _step_work(model_name, batch, gpu, scenario, optimizer)
+    host = device = 0.0
+    ends = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    busy = {"compute": 0.0, "memory": 0.0}
+    for phase, seconds, ops, bound in work:
+        for _ in range(ops):
+            host += scenario.op_seconds
+            device = max(device, host) + seconds / ops
+        ends[phase] = device
+        busy[bound] += seconds
+    ends["backward"] = max(ends["backward"], ends["forward"])
+    ends["optimizer"] = max(ends["optimizer"], ends["backward"])
+    idle = device - busy["compute"] - busy["memory"]
+    bound_by = max({**busy, "host": idle}.items(), key=lambda pair: pair[1])[0]
     return {
-        **{f"{phase}_seconds": value for phase, value in seconds.items()},
-        "step_seconds": sum(seconds.values()),
-        "bound_by": max(bound, key=bound.get),
+        "forward_seconds": ends["forward"],
+        "backward_seconds": ends["backward"] - ends["forward"],
+        "optimizer_seconds": ends["optimizer"] - ends["backward"],
+        "step_seconds": device,
+        "bound_by": bound_by,
     }
 
 
-@dataclass(frozen=True)
-class Link:
-    """How GPUs are joined: the spec's peak per direction, and what an all-reduce achieves on it.
-
-    ``bus_bandwidth`` is nccl-tests' busbw of a ring all-reduce on such a link (bytes/s): measured and
-    published where such a figure was found, else the stated fraction of peak. ``alpha_seconds`` is the
-    latency of one ring step: a published small-message all-reduce time divided by its 2(k−1) steps.
-    """
-
-    name: str
-    peak_bytes_per_second: float
-    bus_bandwidth: float
-    alpha_seconds: float
-    basis: str
-    source: str
-    date: str
+def arithmetic_seconds(model_name: str, batch: int, gpu: GPU, scenario: Scenario = CENTRAL) -> float:
+    """Seconds of the step's convolutions and matrix products alone at the scenario's efficiencies: the
+    part of a step that grows with the batch and that more GPUs divide."""
+    rate = {"matmul": gpu.fp32_flops * scenario.matmul, "conv": gpu.fp32_flops * scenario.conv}
+    forward, backward = _issue_order(model_name)
+    return sum(row[2] * batch / rate[row[1]] for row in forward + backward if row[1] in rate)
 
 
-def pcie_peak(transfers_per_second: float) -> float:
-    """Bytes/s per direction of a x16 PCIe link at ``transfers_per_second`` per lane (128b/130b)."""
-    return transfers_per_second * 16 * 128 / 130 / 8
+def fixed_step_seconds(model_name: str, gpu: GPU, scenario: Scenario = CENTRAL) -> float:
+    """What every GPU repeats each step whatever its batch: the host's ops and the optimizer's pass."""
+    adam = ADAM_BYTES_PER_PARAMETER * _parameters(model_name) / (gpu.memory_bandwidth * scenario.memory)
+    return ops_per_step(model_name) * scenario.op_seconds + adam
 
 
-# nccl-tests on 8 RTX 5090s over PCIe 5.0: busbw 28 GB/s (NCCL issue 1639, 2025-03-14), 44% of peak
-PCIE_MEASURED_FRACTION = 28e9 / pcie_peak(32e9)
-PCIE_ALPHA = 42.14e-6 / 14  # 8 B all-reduce on 8 RTX 4090s over PCIe: 42.14 µs (NCCL issue 1530)
-NVLINK_ALPHA = 33.7e-6 / 14  # ring all-reduce latency on 8 A100s, one channel: 33.7 µs (nccl-tests 123)
-LINKS = {
-    "PCIe 3.0 x16, host bridge": Link(
-        "PCIe 3.0 x16, host bridge", pcie_peak(8e9), PCIE_MEASURED_FRACTION * pcie_peak(8e9), PCIE_ALPHA,
-        f"assumed: {PCIE_MEASURED_FRACTION:.0%} of peak, the fraction measured on PCIe 5.0",
-        "PCI-SIG PCIe 3.0 spec: 8 GT/s per lane, 128b/130b; the seed's GPUs meet at the host bridge (PHB)",
-        "2010",
-    ),
-    "PCIe 4.0 x16": Link(
-        "PCIe 4.0 x16", pcie_peak(16e9), PCIE_MEASURED_FRACTION * pcie_peak(16e9), PCIE_ALPHA,
-        f"assumed: {PCIE_MEASURED_FRACTION:.0%} of peak, the fraction measured on PCIe 5.0",
-        "PCI-SIG PCIe 4.0 spec: 16 GT/s per lane, 128b/130b", "2017",
-    ),
-    "PCIe 5.0 x16": Link(
-        "PCIe 5.0 x16", pcie_peak(32e9), 28e9, PCIE_ALPHA,
-        "measured: nccl-tests all-reduce busbw on 8 GPUs over PCIe 5.0",
-        "github.com/NVIDIA/nccl/issues/1639 (8x RTX 5090: busbw 28 GB/s); PCI-SIG PCIe 5.0 spec",
-        "2025-03-14",
-    ),
-    "NVLink 4 (H100 SXM)": Link(
-        "NVLink 4 (H100 SXM)", 450e9, 370e9, NVLINK_ALPHA,
-        "measured: nccl-tests ring all-reduce busbw on 8 H100 SXM (480 GB/s with NVLink SHARP)",
-        "github.com/NVIDIA/nccl-tests/issues/212 (NVIDIA's NCCL lead); NVIDIA: 900 GB/s both ways per GPU",
-        "2024-05-06",
-    ),
-}  # fmt: skip
+def roofline_band(model_name: str, batch: int, gpu: GPU) -> dict:
+    """The roofline's step at the central values and its lowest and highest over every scenario."""
+    steps = [roofline_step(model_name, batch, gpu, scenario)["step_seconds"] for _, scenario in scenarios()]
+    central = roofline_step(model_name, batch, gpu)
+    return {**central, "step_seconds_low": min(steps), "step_seconds_high": max(steps)}
+
+
+def roofline_table(models, gpu_names, batches) -> pd.DataFrame:
+    """The roofline's single-GPU step for each model, GPU and batch: central, lowest and highest over the
+    band, and what bounds the central step."""
+    return pd.DataFrame(
+        [
+            {"model": model, "gpu": name, "batch": batch, **roofline_band(model, batch, GPUS[name])}
+            for model in models
+            for name in gpu_names
+            for batch in batches
+        ]
+    )
+
+
+def roofline_error(measured: pd.DataFrame) -> pd.DataFrame:
+    """Each measured single-GPU step next to the roofline's band, the central prediction's error (%) and
+    whether the measurement falls inside the band."""
+    bands = [roofline_band(row.model, int(row.batch), GPUS[row.gpu]) for row in measured.itertuples()]
+    frame = measured.assign(roofline_seconds=[b["step_seconds"] for b in bands],
+                            roofline_low=[b["step_seconds_low"] for b in bands],
+                            roofline_high=[b["step_seconds_high"] for b in bands])  # fmt: skip
+    frame["error_percent"] = (frame["roofline_seconds"] - frame["step_seconds"]) / frame["step_seconds"] * 100
+    frame["within_band"] = frame["step_seconds"].between(frame["roofline_low"], frame["roofline_high"])
+    return frame
 
 
 def assumptions_table() -> pd.DataFrame:
-    """Every figure the GPU predictions rest on, with its source and date: the roofline's fractions and
-    launch time, each GPU's peaks and each link's bandwidth and latency."""
+    """Every figure the GPU predictions rest on, with its source and date: the uncertain inputs with
+    their ranges, each GPU's datasheet peaks and each link's bandwidths and latency."""
     rows = [
-        {"parameter": a.name, "value": a.value, "unit": a.unit, "source": a.source, "date": a.date}
-        for a in (ACHIEVED_COMPUTE, ACHIEVED_MEMORY, KERNEL_LAUNCH)
-    ]
+        {"input": r.name, "low": r.low, "central": r.central, "high": r.high, "unit": r.unit,
+         "source": r.source, "date": r.date}
+        for r in (*COMPUTE_EFFICIENCY.values(), MEMORY_EFFICIENCY, OP_OVERHEAD)
+    ]  # fmt: skip
     for gpu in GPUS.values():
-        peaks = f"FP32 {gpu.fp32_flops / 1e12:.1f}" + (
-            f", TF32 {gpu.tf32_flops / 1e12:.1f}" if gpu.tf32_flops else ""
-        )
-        rows.append({"parameter": f"{gpu.name}: peak TFLOP/s; memory GB/s",
-                     "value": f"{peaks}; {gpu.memory_bandwidth / 1e9:,.0f}", "unit": "",
-                     "source": gpu.source, "date": gpu.date})  # fmt: skip
+        rows.append({"input": f"{gpu.name}: FP32 peak (TFLOP/s); memory (GB/s)", "low": None,
+                     "central": f"{gpu.fp32_flops / 1e12:.1f}; {gpu.memory_bandwidth / 1e9:,.0f}",
+                     "high": None,
+                     "unit": "", "source": gpu.source, "date": gpu.date})  # fmt: skip
     for link in LINKS.values():
-        rows.append({"parameter": f"{link.name}: peak; all-reduce busbw (GB/s); α (µs)",
-                     "value": f"{link.peak_bytes_per_second / 1e9:.1f}; {link.bus_bandwidth / 1e9:.1f}; "
-                              f"{link.alpha_seconds * 1e6:.1f}",
-                     "unit": "", "source": f"{link.basis}. {link.source}", "date": link.date})  # fmt: skip
+        peak = link.peak_bytes_per_second / 1e9
+        rows.append({"input": f"{link.name}: all-reduce busbw (GB/s); peak {peak:.1f} "
+                              f"GB/s, α {link.alpha_seconds * 1e6:.1f} µs",
+                     "low": round(link.bus_bandwidth_low / 1e9, 1),
+                     "central": round(link.bus_bandwidth / 1e9, 1),
+                     "high": round(link.bus_bandwidth_high / 1e9, 1), "unit": "GB/s",
+                     "source": f"{link.basis}. {link.source}", "date": link.date})  # fmt: skip
     return pd.DataFrame(rows)

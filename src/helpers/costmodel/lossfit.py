@@ -122,8 +122,9 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
     """Measured per-step training-loss curves with at least ``min_points`` points, from the stores'
     records of this machine: the batch losses of chapter 1's trainings, the global batch losses of
     chapter 3's DDP runs (every epoch's steps in a row) and those of chapter 4's synchronous SGD
-    (staleness 0)."""
-    curves = []
+    (staleness 0). A curve identical to an earlier one (DDP on 1 and 2 ranks computes the same global
+    batches, by design) is kept once, its other sources listed in ``same_as``."""
+    curves, seen = [], {}
     for store in stores:
         for record in store.records():
             kind, config, result = record["kind"], record["config"], record["result"]
@@ -136,24 +137,51 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
                 losses, chapter = [row["batch_loss"] for row in result["history"]], "chapter 4 SGD"
             else:
                 continue
-            if len(losses) >= min_points:
-                curves.append({"curve": f"{config['model']}, {chapter}", "unit": "step",
-                               "steps": list(range(1, len(losses) + 1)), "losses": losses})  # fmt: skip
+            if len(losses) < min_points:
+                continue
+            name = f"{config['model']}, {chapter}"
+            key = (config["model"], tuple(round(loss, 6) for loss in losses))
+            if key in seen:
+                seen[key]["same_as"].append(name)
+                continue
+            seen[key] = {"curve": name, "unit": "step", "steps": list(range(1, len(losses) + 1)),
+                         "losses": losses, "same_as": []}  # fmt: skip
+            curves.append(seen[key])
     return curves
 
 
 def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: float = 0.75) -> pd.DataFrame:
     """Held-out test of the loss model on each curve: fit on its first ``fit_fraction``, predict when it
-    reaches the loss its smoothed curve shows at ``target_at`` of its length, compare with where it did."""
+    reaches the loss its smoothed curve shows at ``target_at`` of its length, compare with where it did.
+
+    ``out_of_sample`` is True only where the measured crossing lies beyond the fitted points and the fit
+    reaches the target: elsewhere the "prediction" restates points the fit has seen (or there is none),
+    and its error says nothing about the model."""
     rows = []
     for curve in curves:
         window = max(1, min(5, len(curve["losses"]) // 6))
         level = smoothed(curve["losses"], window)[int(target_at * (len(curve["losses"]) - 1))]
         outcome = held_out_prediction(curve["steps"], curve["losses"], fit_fraction, float(level), window)
-        kept = {key: outcome[key] for key in ("predicted_step", "measured_step", "relative_error")}
+        kept = {key: outcome[key] for key in ("fitted_up_to_step", "predicted_step", "measured_step",
+                                              "relative_error")}  # fmt: skip
+        tested = (outcome["predicted_step"] is not None and outcome["measured_step"] is not None
+                  and outcome["measured_step"] > outcome["fitted_up_to_step"])  # fmt: skip
         rows.append(
-            {"curve": curve["curve"], "unit": curve["unit"], "points": len(curve["steps"]),
-             "fitted_points": outcome["fitted_points"], "target_loss": float(level), **kept,
+            {"curve": curve["curve"], "same_as": ", ".join(curve.get("same_as", [])), "unit": curve["unit"],
+             "points": len(curve["steps"]), "fitted_points": outcome["fitted_points"],
+             "target_loss": float(level), **kept, "out_of_sample": tested,
              **{key: outcome["fit"][key] for key in ("beta0", "beta1", "beta2")}}
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def out_of_sample(predictions: pd.DataFrame) -> pd.DataFrame:
+    """The real tests among ``loss_predictions``: one row per curve whose crossing the fit had not seen,
+    with its signed error in steps (%): what the same error does to the dollars of a result, which are
+    proportional to its steps."""
+    tested = predictions[predictions["out_of_sample"]]
+    return pd.DataFrame({"curve": tested["curve"], "also measured as": tested["same_as"],
+                         "fitted up to step": tested["fitted_up_to_step"],
+                         "reached at step": tested["measured_step"],
+                         "predicted at step": tested["predicted_step"],
+                         "error (%)": tested["relative_error"] * 100}).reset_index(drop=True)  # fmt: skip

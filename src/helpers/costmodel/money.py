@@ -83,9 +83,9 @@ class BreakEven:
 def break_even(machine_price, hourly_price, performance_adjustment=0, hours_per_year=2000) -> BreakEven:
     """Hours of rented use that cost as much as buying the machine, and the full-time years they make.
 
-    The performance adjustment follows the seed's "the same, adjusted by −30%": the machine's price is
-    scaled by the performance difference, effective price = price × (1 + adjustment). A bought machine
-    30% slower than the rented one is worth 30% less per hour of work, so −0.3 turns $8,000 into $5,600.
+    The performance adjustment follows the seed's "adjusted by −30%": effective price = price ×
+    (1 + adjustment), so −0.3 turns $8,000 into $5,600. (The seed lowers the price of its workstation,
+    the faster of the two machines, by 30 %; the arithmetic is the same whichever way it is meant.)
     hours = effective price / hourly price; years = hours / hours_per_year (2,000 h: a full-time year).
     Pass prices as strings or ints for exact results ("1.50", 8000).
     """
@@ -218,7 +218,8 @@ def to_target(epochs_to_target, epoch_seconds, hourly_price) -> dict:
 
 
 def cost_to_target(epochs, setups: list[dict]) -> pd.DataFrame:
-    """Hours and dollars to a result that takes ``epochs`` epochs, on each setup: ``{"setup", "basis",
+    """Seconds, hours and dollars to a result that takes ``epochs`` epochs, on each setup: ``{"setup",
+    "basis",
     "epoch_seconds", "hourly_price"}`` (price None: hours only). Every epoch time must be of the same
     epoch — the same clips and batch — as the one ``epochs`` was counted in; ``basis`` says how it was
     obtained (measured, scaled by ``scale_epoch``, or predicted)."""
@@ -227,7 +228,7 @@ def cost_to_target(epochs, setups: list[dict]) -> pd.DataFrame:
         price = setup.get("hourly_price")
         cost = to_target(epochs, exact(setup["epoch_seconds"]), price if price is not None else 0)
         rows.append({"setup": setup["setup"], "basis": setup["basis"], "epochs": epochs,
-                     "hours": float(cost["hours"]),
+                     "seconds": float(cost["seconds"]), "hours": float(cost["hours"]),
                      "dollars": float(cost["dollars"]) if price is not None else float("nan")})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -262,9 +263,9 @@ def measured_run_costs(records: list[dict], hourly_price_per_device, **settings)
 
 # One dated price table: every price the book uses, with the GPU it buys and where it was read.
 # AWS on-demand, Linux, us-east-1, from the instances.vantage.sh snapshot kept in github.com/tsaol/aws-gpu
-# (its data/p*_instances.js files, "Last updated: 2026-08-26"), after AWS's June 2025 cut of P4 and P5
-# prices; read 2026-11-23.
-AWS_SOURCE = "instances.vantage.sh snapshot in github.com/tsaol/aws-gpu (data/p*_instances.js)"
+# (its data/p*_instances.js and data/g6*_instances.js files, "Last updated: 2026-08-26"), after AWS's
+# June 2025 cut of P4 and P5 prices; read 2026-11-24.
+AWS_SOURCE = "instances.vantage.sh snapshot in github.com/tsaol/aws-gpu (data/p*, g6*_instances.js)"
 PRICES = (
     {"offer": "AWS p3.2xlarge", "gpu": "V100 SXM2 16 GB", "gpus": 1, "dollars": "3.06", "per": "hour",
      "source": AWS_SOURCE, "date": "2026-08-26"},
@@ -280,12 +281,25 @@ PRICES = (
      "source": AWS_SOURCE, "date": "2026-08-26"},
     {"offer": "AWS p5.48xlarge", "gpu": "H100 SXM 80 GB", "gpus": 8, "dollars": "55.04", "per": "hour",
      "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6.xlarge", "gpu": "L4", "gpus": 1, "dollars": "0.8048", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6.12xlarge", "gpu": "L4", "gpus": 4, "dollars": "4.6016", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6.48xlarge", "gpu": "L4", "gpus": 8, "dollars": "13.3504", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6e.xlarge", "gpu": "L40S", "gpus": 1, "dollars": "1.861", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6e.12xlarge", "gpu": "L40S", "gpus": 4, "dollars": "10.49264", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS g6e.48xlarge", "gpu": "L40S", "gpus": 8, "dollars": "30.13118", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
     {"offer": "GTX 1080 Ti, launch price", "gpu": "GTX 1080 Ti", "gpus": 1, "dollars": "699", "per": "card",
      "source": "latinpost.com (NVIDIA's MSRP at launch)", "date": "2017-03-23"},
-    {"offer": "A100 80 GB card, low end of quoted range", "gpu": "A100 SXM 80 GB", "gpus": 1,
-     "dollars": "10000", "per": "card",
-     "source": "xither.com, GPU compute costs: on-prem vs cloud ($10,000-15,000 per A100 80 GB)",
-     "date": "2024 (mid-year prices)"},
+    {"offer": "A100 80 GB PCIe card, low end of new units", "gpu": "A100 PCIe 80 GB", "gpus": 1,
+     "dollars": "8000", "per": "card",
+     "source": "aitooldiscovery.com, 'NVIDIA A100 GPU: Specs, Price, and Performance in 2026' "
+               "(new A100 80 GB "
+               "units $8,000-$15,000)", "date": "2026-03-20"},
 )  # fmt: skip
 
 

@@ -1,12 +1,13 @@
-"""What k GPUs would buy (chapter 5): predicted step and epoch times, speed-up, efficiency and dollars of
-DataParallel and DDP on 1–8 named GPUs over named links, a decision map, and the check against the seed.
-PREDICTIONS, labelled so: the single-GPU step comes from the roofline (``costmodel.gpus``) unless the
-study measured that GPU; the links' figures are published measurements or stated fractions of peak.
+"""What renting k GPUs would buy (chapter 5): step, epoch and run times, speed-ups and dollars for the
+machines that exist (``costmodel.configurations``), each a band over the inputs the roofline is unsure
+of (``costmodel.gpus.scenarios``), with a verdict only where the whole band agrees; time to a result
+with chapter 6's steps-versus-batch; the two conditions on the per-GPU batch; the check against the seed.
 
-Speed-up is strong scaling, as in the seed's experiment: the same global batch and epoch, on k GPUs
-instead of one. Efficiency is speed-up / k. Δ (the seed's Table I) is speed-up per fold increase in
-price: with k GPUs at k times the hourly price, Δ equals the efficiency, and Δ ≥ 1 means the faster run
-is also no dearer per result.
+PREDICTIONS, labelled so: a GPU's single step comes from the roofline unless the study measured that GPU
+(a ``gpu``-profile run at two or more batches), in which case lines through the measured steps replace
+it. Speed-up is strong scaling, as in the seed: the same global batch and epoch on k GPUs instead of one
+GPU of the same kind. The cost multiplier is what the k-GPU machine's result costs over the one-GPU
+offer's: with prices linear in the GPUs it is k / speed-up, never below 1 unless scaling is perfect.
 """
 
 from __future__ import annotations
@@ -19,18 +20,27 @@ import numpy as np
 import pandas as pd
 
 from helpers.collectives.model import ring_all_reduce_seconds
+from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
+    CENTRAL,
     GPU,
     GPUS,
-    KERNEL_LAUNCH,
+    INPUTS,
     LINKS,
+    MEASURED_INPUTS,
+    OP_OVERHEAD,
+    ROOFLINE_INPUTS,
     Link,
+    Scenario,
+    arithmetic_seconds,
+    fixed_step_seconds,
     gpu_key,
     gradient_bytes,
     layer_costs,
     roofline_step,
+    scenarios,
 )
-from helpers.costmodel.money import SECONDS_PER_HOUR, hourly_price_per_gpu
+from helpers.costmodel.money import SECONDS_PER_HOUR
 from helpers.costmodel.timemodel import (
     ComputeLine,
     ddp_bucket_bytes,
@@ -40,59 +50,56 @@ from helpers.costmodel.timemodel import (
 )
 from helpers.dataparallel import SAMPLE_BYTES, chunk_sizes
 from helpers.paths import results_dir
-from helpers.results import read_json
+from helpers.results import read_json, short_hash
 from helpers.stats import spread
 
 METHODS = ("dataparallel", "ddp_overlap")
-SEED_BATCH_SIZES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600)
-SEED_SAMPLES = 2000  # the seed's epoch
-SEED_GPU, SEED_LINK = "GTX 1080 Ti", "PCIe 3.0 x16, host bridge"
+SEED_BATCH_SIZES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600)  # the seed's sweep
+TRAIN_CLIPS = 2700  # FSDD's training clips: no global batch can be larger
+RESULT_BATCHES = (10, 20, 50, 100, 200, 300, 500, 1000, 2000, 2700)  # global batches for time to result
+RESULT_MACHINES = ("AWS p3.2xlarge", "AWS p3.16xlarge", "AWS p5.4xlarge", "AWS p5.48xlarge", "AWS g6.xlarge",
+                   "AWS g6.48xlarge")  # fmt: skip
+EIGHT_GPU_MACHINES = ("AWS p3.16xlarge", "AWS p4de.24xlarge", "AWS p5.48xlarge", "AWS g6.48xlarge",
+                      "AWS g6e.48xlarge")  # fmt: skip
 OUTPUT_BYTES = 10 * 4  # ten float32 logits per sample
 
 NO_GPU_MEASURED = (
-    "No GPU has been measured by this study yet (no `gpu`-profile records): every GPU figure below comes "
-    "from the roofline. When a `gpu` run exists, its measured steps replace the roofline for that GPU, and "
-    "this table shows the roofline's error against them."
+    "No GPU has been measured by this study yet (no step times at two or more batches from `make gpu-check` "
+    "or a `gpu`-profile run): every GPU figure below comes from the roofline, with its band. When such "
+    "records exist, lines through their measured steps replace the roofline for that GPU, and this table "
+    "shows the roofline's error against them."
 )
 
 Compute = Callable[[int], dict]  # per-GPU batch → forward, backward and optimizer seconds
 
 
-def roofline_compute(model: str, gpu: GPU) -> Compute:
+def roofline_compute(model: str, gpu: GPU, scenario: Scenario = CENTRAL) -> Compute:
     """The roofline's forward, backward and optimizer seconds of ``model`` on ``gpu`` at a batch."""
 
-    @cache
     def phases(batch: int) -> dict:
-        step = roofline_step(model, batch, gpu)
+        step = roofline_step(model, batch, gpu, scenario)
         return {phase: step[f"{phase}_seconds"] for phase in ("forward", "backward", "optimizer")}
 
     return phases
 
 
 def measured_compute(line: ComputeLine, optimizer_seconds: float, backward_share: float = 2 / 3) -> Compute:
-    """Phases from a line fitted to measured single-GPU step times (``timemodel.fit_compute``)."""
+    """Phases from a line fitted to measured single-GPU step times (``timemodel.fit_line``)."""
     return lambda batch: split_step(line, batch, optimizer_seconds, backward_share)
 
 
-def roofline_table(models, gpu_names, batches) -> pd.DataFrame:
-    """The roofline's single-GPU step for each model, GPU and batch, and what bounds it."""
-    return pd.DataFrame(
-        [
-            {"model": model, "gpu": name, "batch": batch, **roofline_step(model, batch, GPUS[name])}
-            for model in models
-            for name in gpu_names
-            for batch in batches
-        ]
-    )
+TIMING_COLUMNS = ["model", "gpu", "batch", "step_seconds", "step_min", "step_max", "machine", "source"]
 
 
 def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
-    """Single-GPU step times measured by a ``gpu``-profile run, on whichever machine made them: per model,
-    GPU (``gpus.gpu_key`` of its driver name) and batch, the median of the timed steps and its range.
-    Empty when no such run is in ``data/results/<run>/``."""
+    """Single-GPU step times measured on real GPUs, on whichever machine made them: a ``gpu``-profile run's
+    sweep (chapter 1's ``step_timing`` records in ``data/results/<run>/``) and every ``make gpu-check``
+    record (``data/results/gpu-check/``, two batches per model). Per model, GPU (``gpus.gpu_key`` of its
+    driver name) and batch: the median of the timed steps and its range, and where it came from. Empty
+    when neither exists."""
+    rows = []
     folder = results_dir() / run
     machines = {path.stem: read_json(path) for path in sorted((folder / "provenance").glob("*.json"))}
-    rows = []
     for path in sorted((folder / "records").glob("*.json")):
         record = read_json(path)
         config = record["config"] if record else {}
@@ -101,41 +108,45 @@ def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
         if config.get("autocast") is not None:
             continue
         hardware = (machines.get(record["provenance_id"]) or {}).get("hardware", {})
-        index = int(str(config["device"]).partition(":")[2] or 0)
-        names = [gpu["name"] for gpu in hardware.get("gpus", [])]
-        gpu = gpu_key(names[index]) if index < len(names) else None
-        if gpu is None:
-            continue
-        timing = spread(record["result"]["step_seconds_all"])
-        rows.append({"model": config["model"], "gpu": gpu, "batch": config["batch_size"],
-                     "step_seconds": timing.median, "step_min": timing.low, "step_max": timing.high,
-                     "machine": record["provenance_id"]})  # fmt: skip
-    return pd.DataFrame(
-        rows, columns=["model", "gpu", "batch", "step_seconds", "step_min", "step_max", "machine"]
-    )
+        steps = record["result"]["step_seconds_all"]
+        rows.append(_timing_row(config["model"], config["batch_size"], config["device"], hardware, steps,
+                                record["provenance_id"], f"{run} profile"))  # fmt: skip
+    for path in sorted((results_dir() / "gpu-check").glob("*.json")):
+        record = read_json(path) if not path.name.startswith("key-averages-") else None
+        for check in (record or {}).get("checks", []):
+            for timing in (check.get("measured") or {}).get("step_timings", []):
+                hardware = record["hardware"]
+                steps, machine = timing["step_seconds_all"], short_hash(hardware)
+                rows.append(_timing_row(timing["model"], timing["batch"], timing["device"], hardware, steps,
+                                        machine, "make gpu-check"))  # fmt: skip
+    return pd.DataFrame([row for row in rows if row], columns=TIMING_COLUMNS)
 
 
-def roofline_error(measured: pd.DataFrame) -> pd.DataFrame:
-    """Each measured single-GPU step next to the roofline's prediction, and the prediction's error (%)."""
-    predicted = [
-        roofline_step(row.model, int(row.batch), GPUS[row.gpu])["step_seconds"]
-        for row in measured.itertuples()
-    ]
-    frame = measured.assign(roofline_seconds=predicted)
-    frame["error_percent"] = (frame["roofline_seconds"] - frame["step_seconds"]) / frame["step_seconds"] * 100
-    return frame
+def _timing_row(model, batch, device, hardware: dict, steps, machine: str, source: str) -> dict | None:
+    """One row of ``gpu_step_timings``; None for a GPU the table of GPUs does not know."""
+    index = int(str(device).partition(":")[2] or 0)
+    names = [gpu["name"] for gpu in hardware.get("gpus", [])]
+    gpu = gpu_key(names[index]) if index < len(names) else None
+    if gpu is None:
+        return None
+    timing = spread(steps)
+    return {"model": model, "gpu": gpu, "batch": batch, "step_seconds": timing.median, "step_min": timing.low,
+            "step_max": timing.high, "machine": machine, "source": source}  # fmt: skip
 
 
 def measured_computes(measured: pd.DataFrame) -> dict:
-    """``Compute`` per (model, GPU) from measured step times: a line through them (``fit_line``), its
-    optimizer share taken from the roofline. Needs two batch sizes per model and GPU."""
+    """Per (model, GPU) measured at two or more batches: a ``Compute`` for the lines through the fastest
+    ("low"), median ("central") and slowest ("high") timed steps (``fit_line``), the optimizer's share
+    taken from the roofline."""
     computes = {}
     for (model, gpu), rows in measured.groupby(["model", "gpu"]):
         if rows["batch"].nunique() < 2:
             continue
-        line, _ = fit_line(rows["batch"], rows["step_seconds"])
         optimizer = roofline_step(model, 1, GPUS[gpu])["optimizer_seconds"]
-        computes[(model, gpu)] = measured_compute(line, optimizer)
+        computes[(model, gpu)] = {
+            level: measured_compute(fit_line(rows["batch"], rows[column])[0], optimizer)
+            for level, column in (("low", "step_min"), ("central", "step_seconds"), ("high", "step_max"))
+        }
     return computes
 
 
@@ -143,6 +154,16 @@ def measured_computes(measured: pd.DataFrame) -> dict:
 def kernels_per_pass(model: str) -> int:
     """Forward and backward kernels of one replica's step: what each extra DataParallel replica launches."""
     return int(layer_costs(model)["kernels"].sum())
+
+
+def ddp_shards(global_batch: int, gpus: int) -> list[int]:
+    """Samples each of ``gpus`` DDP ranks computes for one step of ``global_batch``: equal shares, the
+    first ``global_batch % gpus`` ranks one more (100 on 8: four of 13, four of 12). The step waits for
+    the largest."""
+    if global_batch < gpus:
+        raise ValueError(f"global_batch {global_batch} gives no sample to some of {gpus} GPUs")
+    share, extra = divmod(global_batch, gpus)
+    return [share + (rank < extra) for rank in range(gpus)]
 
 
 def predict_gpu_step(
@@ -154,42 +175,44 @@ def predict_gpu_step(
     link: Link,
     *,
     bucket_cap_mb: float = 25,
-    launch_seconds: float = KERNEL_LAUNCH.value,
+    op_seconds: float = OP_OVERHEAD.central,
+    bus_bandwidth: float | None = None,
 ) -> dict:
     """Predicted seconds of one step of ``global_batch`` samples on ``gpus`` GPUs joined by ``link``.
 
-    - ``dataparallel`` (torch.nn.DataParallel, the seed's method): the replicas compute their chunks at
-      the same time, so the step takes the largest chunk's forward and backward, plus the optimizer on
-      GPU 0; the parameters are broadcast and the gradients reduced as pipelined rings (NCCL's
-      broadcast and reduce: (k−1)·α + N / busbw each), the inputs scattered and outputs gathered through
-      GPU 0's link; one Python process launches every replica's kernels, so each extra replica adds its
-      launches.
-    - ``ddp_overlap`` (one process per GPU): each GPU computes global_batch // k samples; DDP's gradient
-      buckets are ring all-reduced behind backward (``timemodel.overlapped_all_reduce_finish``).
+    - ``dataparallel`` (torch.nn.DataParallel, the seed's method): the replicas compute their chunks
+      (``chunk_sizes``) at the same time, so the step takes the largest chunk's step; the parameters are
+      broadcast and the gradients reduced as pipelined rings ((k−1)·α + N / busbw each), the inputs
+      scattered and outputs gathered through GPU 0's link; one Python process issues every replica's
+      ops, so each extra replica adds its kernels × ``op_seconds`` of host time.
+    - ``ddp_overlap`` (one process per GPU): each GPU computes its shard (``ddp_shards``: the step waits
+      for the largest); DDP's gradient buckets are ring all-reduced behind backward
+      (``timemodel.overlapped_all_reduce_finish``).
+
+    ``bus_bandwidth`` overrides the link's central busbw (a scenario's low or high end).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     if global_batch < gpus:
         raise ValueError(f"global_batch {global_batch} gives no sample to some of {gpus} GPUs")
     gradient = gradient_bytes(model)
-    beta = 1 / link.bus_bandwidth
+    beta = 1 / (bus_bandwidth or link.bus_bandwidth)
     if method == "dataparallel":
         chunks = chunk_sizes(global_batch, gpus)
-        replicas = len(chunks)
-        phases = compute(max(chunks))
-        optimizer = compute(global_batch)["optimizer"]
+        replicas, largest = len(chunks), max(chunks)
+        phases = compute(largest)
         if replicas == 1:
             communication = launches = 0.0
         else:
             ring = (replicas - 1) * link.alpha_seconds + gradient * beta
             moved = global_batch - chunks[0]
             communication = 2 * ring + moved * (SAMPLE_BYTES + 2 * OUTPUT_BYTES) * beta
-            launches = (replicas - 1) * kernels_per_pass(model) * launch_seconds
-        step = phases["forward"] + phases["backward"] + optimizer + communication + launches
-        compute_seconds = phases["forward"] + phases["backward"] + optimizer
+            launches = (replicas - 1) * kernels_per_pass(model) * op_seconds
+        compute_seconds = sum(phases.values())
+        step = compute_seconds + communication + launches
     else:
-        per_gpu = global_batch // gpus
-        phases = compute(per_gpu)
+        largest = max(ddp_shards(global_batch, gpus))
+        phases = compute(largest)
         buckets = ddp_bucket_bytes(model, bucket_cap_mb)
 
         def all_reduce(nbytes: float) -> float:
@@ -199,118 +222,382 @@ def predict_gpu_step(
         finish = overlapped_all_reduce_finish(phases["backward"], buckets, all_reduce)
         step = phases["forward"] + finish + phases["optimizer"]
         compute_seconds = sum(phases.values())
-    return {"step_seconds": step, "compute_seconds": compute_seconds, "communication_seconds": communication}
+    return {"step_seconds": step, "compute_seconds": compute_seconds, "communication_seconds": communication,
+            "per_gpu_batch": largest, "samples_per_step": global_batch}  # fmt: skip
 
 
-def predicted_epoch_seconds(
-    model: str, global_batch: int, gpus: int, gpu: str, link: str, samples: int, method: str = "ddp_overlap"
-) -> float:
-    """One predicted epoch of ``samples`` clips (⌈samples / global batch⌉ steps) on the roofline."""
-    compute = roofline_compute(model, GPUS[gpu])
-    step = predict_gpu_step(method, model, global_batch, gpus, compute, LINKS[link])["step_seconds"]
-    return step * math.ceil(samples / global_batch)
+def _compute_for(model: str, gpu: str, measured: dict | None) -> tuple[tuple, str, Callable]:
+    """The uncertain inputs of ``model`` on ``gpu``, the basis of its single step and a function from a
+    scenario to its ``Compute``: measured lines where ``measured`` has the GPU, else the roofline."""
+    lines = (measured or {}).get((model, gpu))
+    if lines:
+        return MEASURED_INPUTS, "measured", lambda scenario: lines[scenario.measured]
+    return ROOFLINE_INPUTS, "roofline", lambda scenario: roofline_compute(model, GPUS[gpu], scenario)
 
 
-def predictions(
-    models=("LinearNet", "ConvNet"),
-    gpu_names=tuple(GPUS),
-    link_names=tuple(LINKS),
-    batch_sizes=SEED_BATCH_SIZES,
-    gpu_counts=range(1, 9),
-    methods=METHODS,
+def scenario_predictions(
+    models,
+    machines=tuple(configs.BY_NAME),
+    batches=SEED_BATCH_SIZES,
+    method: str = "ddp_overlap",
     *,
-    samples: int = 2700,
+    samples: int = TRAIN_CLIPS,
     epochs: int = 20,
     measured: dict | None = None,
+    gpu_counts: dict | None = None,
 ) -> pd.DataFrame:
-    """Every combination's predicted step and epoch seconds, speed-up, efficiency, Δ and dollars per run.
+    """One row per model, machine, GPU count, global batch and scenario of the uncertain inputs.
 
-    ``measured`` maps (model, gpu name) to a ``Compute`` from measured step times, which replaces the
-    roofline for that GPU (the ``basis`` column says which). Dollars per run: k GPU-hours at the price
-    table's rate for that GPU × run hours (NaN for a GPU no cloud rents). An epoch of ``samples``
-    clips takes ⌈samples / global batch⌉ steps; a run is ``epochs`` epochs.
+    ``machines`` are names from ``configurations.CONFIGURATIONS``; each runs on all its GPUs unless
+    ``gpu_counts`` maps its name to other counts (the seed's sweep over 1-4 of its GPUs). Columns: the
+    step and epoch seconds (⌈samples / batch⌉ steps), the one-GPU step of the same GPU in the same
+    scenario and the speed-up over it, dollars per run of ``epochs`` epochs at the machine's hourly price
+    and, where a one-GPU offer of that GPU exists, its dollars and the cost multiplier.
     """
     rows = []
     for model in models:
-        for gpu_name in gpu_names:
-            gpu = GPUS[gpu_name]
-            compute = (measured or {}).get((model, gpu_name)) or roofline_compute(model, gpu)
-            basis = "measured" if (measured or {}).get((model, gpu_name)) else "roofline"
-            price = hourly_price_per_gpu(gpu_name)
-            for link_name in link_names:
-                for method in methods:
-                    for batch in batch_sizes:
-                        for k in gpu_counts:
-                            if batch < k:
-                                continue
-                            step = predict_gpu_step(method, model, batch, k, compute, LINKS[link_name])
-                            epoch = step["step_seconds"] * math.ceil(samples / batch)
-                            run_hours = epoch * epochs / SECONDS_PER_HOUR
-                            rows.append(
-                                {"model": model, "gpu": gpu_name, "link": link_name, "method": method,
-                                 "global_batch": batch, "gpus": k, "basis": basis, **step,
-                                 "epoch_seconds": epoch, "run_hours": run_hours,
-                                 "dollars_per_run": k * float(price) * run_hours if price else np.nan}
-                            )  # fmt: skip
-    frame = pd.DataFrame(rows)
-    keys = ["model", "gpu", "link", "method", "global_batch"]
-    single = frame[frame["gpus"] == 1].set_index(keys)["epoch_seconds"]
-    frame["speedup"] = frame.set_index(keys).index.map(single).to_numpy() / frame["epoch_seconds"]
-    frame["efficiency"] = frame["speedup"] / frame["gpus"]
-    frame["delta"] = frame["efficiency"]  # k GPUs cost k times one GPU's hour
+        for name in machines:
+            config = configs.configuration(name)
+            inputs, basis, compute_for = _compute_for(model, config.gpu, measured)
+            link = LINKS[config.link] if config.link else LINKS["PCIe 4.0 x16"]  # one GPU: no traffic
+            alone = configs.baseline(config)
+            price = config.hourly_price
+            one_price = alone.hourly_price if alone else None
+            for label, scenario in scenarios(inputs):
+                compute = compute_for(scenario)
+                for k in (gpu_counts or {}).get(name, (config.gpus,)):
+                    for batch in batches:
+                        if batch < k or batch > samples:
+                            continue
+                        step = predict_gpu_step(method, model, batch, k, compute, link,
+                                                op_seconds=scenario.op_seconds,
+                                                bus_bandwidth=link.bus(scenario.link))  # fmt: skip
+                        single = sum(compute(batch).values())
+                        steps = math.ceil(samples / batch)
+                        run_hours = step["step_seconds"] * steps * epochs / SECONDS_PER_HOUR
+                        one_hours = single * steps * epochs / SECONDS_PER_HOUR
+                        dollars = (
+                            float(price) * run_hours if price is not None and k == config.gpus else np.nan
+                        )
+                        one_dollars = float(one_price) * one_hours if one_price is not None else np.nan
+                        rows.append({"model": model, "machine": name, "gpu": config.gpu, "gpus": k,
+                                     "link": config.link, "method": method, "global_batch": batch,
+                                     "scenario": label, "basis": basis, **step,
+                                     "single_gpu_step_seconds": single,
+                                     "epoch_seconds": step["step_seconds"] * steps,
+                                     "speedup": single / step["step_seconds"],
+                                     "dollars_per_run": dollars, "one_gpu_dollars_per_run": one_dollars,
+                                     "cost_multiplier": dollars / one_dollars})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+BANDED = ("step_seconds", "epoch_seconds", "speedup", "dollars_per_run", "cost_multiplier")
+
+
+def depends_on(rows: pd.DataFrame, column: str, threshold: float) -> list[str]:
+    """The inputs that alone, from their low to their high end, carry ``column`` across ``threshold``."""
+    found = []
+    for name in INPUTS:
+        ends = rows.loc[rows["scenario"].isin([f"{name}: low", f"{name}: high"]), column]
+        if len(ends) == 2 and ends.min() < threshold <= ends.max():
+            found.append(name)
+    return found
+
+
+def verdict(rows: pd.DataFrame, column: str, threshold: float, above: str, below: str) -> str:
+    """``above`` or ``below`` "whatever the inputs" when the whole band of ``column`` lies on one side
+    of ``threshold``; otherwise what it depends on and what measures that."""
+    values = rows[column].dropna()
+    if values.empty:
+        return "no price to compare"
+    if values.min() >= threshold * (1 - 1e-9):  # a one-GPU machine's speed-up is 1 to rounding
+        return f"{above} whatever the inputs"
+    if values.max() < threshold * (1 - 1e-9):
+        return f"{below} whatever the inputs"
+    names = depends_on(rows, column, threshold)
+    if not names:
+        swing = {name: np.ptp(rows.loc[rows["scenario"].str.startswith(name + ":"), column])
+                 for name in INPUTS if (rows["scenario"].str.startswith(name + ":")).any()}  # fmt: skip
+        names = sorted(swing, key=swing.get, reverse=True)[:2]
+        return f"depends on {' and '.join(names)} together: measure them with " + "; ".join(
+            dict.fromkeys(INPUTS[name][3] for name in names)
+        )
+    tools = "; ".join(dict.fromkeys(INPUTS[name][3] for name in names))
+    return f"depends on the {' and the '.join(names)}: measure it with {tools}"
+
+
+def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFrame:
+    """One row per model, machine, GPU count and global batch: the central value of every banded column
+    with its lowest and highest over the scenarios, and verdicts that hold over the whole band or say what
+    to measure: faster than one GPU, no dearer per result (cost multiplier ≤ 1) and, when ``min_speedup``
+    is above 1, at least that much faster (``enough``)."""
+    keys = ["model", "machine", "gpu", "gpus", "link", "method", "global_batch", "basis"]
+    rows = []
+    for key, group in per_scenario.groupby(keys, dropna=False, sort=False):
+        central = group[group["scenario"] == "central"].iloc[0]
+        row = dict(zip(keys, key, strict=True))
+        row["per_gpu_batch"] = central["per_gpu_batch"]
+        for column in BANDED:
+            row[column] = central[column]
+            row[f"{column}_low"], row[f"{column}_high"] = group[column].min(), group[column].max()
+        if row["gpus"] == 1:
+            row["faster"] = row["dollars"] = row["enough"] = "the one-GPU baseline"
+        else:
+            row["faster"] = verdict(group, "speedup", 1.0, "faster", "slower")
+            cheaper = group.assign(saving=1 / group["cost_multiplier"])
+            row["dollars"] = verdict(cheaper, "saving", 1.0, "no dearer", "dearer")
+            row["enough"] = (
+                row["faster"]
+                if min_speedup == 1
+                else verdict(
+                    group,
+                    "speedup",
+                    min_speedup,
+                    f"at least {min_speedup:g}× faster",
+                    f"under {min_speedup:g}× faster",
+                )
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def headline(summary: pd.DataFrame, model: str, machine: str, batch: int) -> str:
+    """ "a speed-up of 4.9× (3.1–6.0×) for 1.63× the dollars (1.33–2.58×)" for one row of ``summarize``."""
+    row = summary.query("model == @model and machine == @machine and global_batch == @batch").iloc[0]
+    text = f"a speed-up of {row.speedup:.3g}× ({row.speedup_low:.3g}–{row.speedup_high:.3g}×)"
+    if not math.isnan(row.cost_multiplier):
+        text += (f" for {row.cost_multiplier:.3g}× the dollars "
+                 f"({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)")  # fmt: skip
+    return text
+
+
+def steps_relation(records: list[dict]) -> dict[str, dict]:
+    """Chapter 6's S(B) = S_min + E_min / B per model, from ``steps_to_target`` records: of the learning-rate
+    rules it fitted (``batchsize.critical_fits``), the one that needs fewer steps at the largest batch it
+    measured (a renter picks the better rule). Empty when chapter 6 has not run into this store."""
+    from helpers import batchsize
+
+    found = {}
+    runs = [r for r in records if r["kind"] == "steps_to_target"]
+    for model in sorted({r["config"]["model"] for r in runs}):
+        mine = [r for r in runs if r["config"]["model"] == model]
+        table = batchsize.critical_batch_table(mine)
+        largest = int(table["global_batch"].max())
+        fits = batchsize.critical_fits(table)
+        if fits:
+            rule, fit = min(fits.items(), key=lambda item: item[1]["s_min"] + item[1]["e_min"] / largest)
+            found[model] = {**fit, "rule": rule, "largest_batch": largest,
+                            "smallest_batch": int(table["global_batch"].min()),
+                            "train_samples": mine[0]["config"]["train_samples"],
+                            "target_loss": mine[0]["config"]["target_loss"]}  # fmt: skip
+    return found
+
+
+def time_to_result(per_scenario: pd.DataFrame, relation: dict, cap: int = TRAIN_CLIPS) -> pd.DataFrame:
+    """Seconds and dollars to chapter 6's target: S(B) steps of each predicted step, for every global
+    batch up to ``cap`` clips, per scenario (``relation`` from ``steps_relation``)."""
+    frame = per_scenario[per_scenario["global_batch"] <= cap].copy()
+    frame["steps_to_target"] = relation["s_min"] + relation["e_min"] / frame["global_batch"]
+    frame["seconds_to_target"] = frame["steps_to_target"] * frame["step_seconds"]
+    hourly = {name: configs.configuration(name).hourly_price for name in frame["machine"].unique()}
+    rate = frame["machine"].map(lambda name: float(hourly[name]) if hourly[name] is not None else np.nan)
+    frame["dollars_to_target"] = rate * frame["seconds_to_target"] / SECONDS_PER_HOUR
     return frame
 
 
-DECISIONS = ("slower", "faster, below the threshold", "faster, dearer per result", "faster and no dearer")
+def result_band(frame: pd.DataFrame, columns=("seconds_to_target", "dollars_to_target")) -> pd.DataFrame:
+    """Per model, machine and global batch: the central value of ``columns`` and their band."""
+    keys = ["model", "machine", "gpus", "global_batch"]
+    central = frame[frame["scenario"] == "central"].set_index(keys)[list(columns)]
+    grouped = frame.groupby(keys)[list(columns)]
+    low, high = grouped.min().add_suffix("_low"), grouped.max().add_suffix("_high")
+    return central.join(low).join(high).reset_index()
 
 
-def decide(frame: pd.DataFrame, min_speedup: float = 1.5) -> pd.Series:
-    """Each row's verdict: slower than one GPU; faster but below ``min_speedup``; at least that much
-    faster but dearer per result (Δ < 1); or faster and no dearer (Δ ≥ 1): where adding GPUs pays."""
-    speedup, delta = frame["speedup"], frame["delta"]
-    verdict = np.select(
-        [speedup < 1, speedup < min_speedup, delta < 1],
-        DECISIONS[:3],
-        default=DECISIONS[3],
-    )
-    return pd.Series(pd.Categorical(verdict, categories=DECISIONS), index=frame.index)
+def fastest_batches(bands: pd.DataFrame) -> pd.DataFrame:
+    """Per model and machine, the global batch with the shortest central time to the target, and it."""
+    best = bands.loc[bands.groupby(["model", "machine"])["seconds_to_target"].idxmin()]
+    return best.sort_values(["model", "seconds_to_target"]).reset_index(drop=True)
 
 
-def seed_check(models=("LinearNet", "ConvNet")) -> pd.DataFrame:
-    """The seed's experiment predicted: DataParallel on 1–4 GTX 1080 Ti over PCIe 3.0 through the host
-    bridge, its batch sizes 10–600, its 2,000-clip epoch."""
-    return predictions(
-        models, (SEED_GPU,), (SEED_LINK,), SEED_BATCH_SIZES, range(1, 5), ("dataparallel",),
-        samples=SEED_SAMPLES,
-    )  # fmt: skip
+def batch_conditions(model: str, machine: str, largest: int = 1 << 16) -> pd.DataFrame:
+    """The two per-GPU batches above which adding GPUs pays, per scenario, on ``machine``'s GPUs:
+
+    - ``hide``: the smallest b whose predicted backward lasts as long as the all-reduce of the model's
+      gradient on all its GPUs (DDP can then hide the communication; None: not up to ``largest``);
+    - ``floor``: the smallest b whose convolutions and matrix products take as long as what every GPU
+      repeats each step whatever its batch (its host ops and the optimizer): below it, each GPU's step is
+      mostly fixed cost, and dividing the batch over more GPUs divides little.
+
+    ``global_batch`` is k × the larger of the two: the global batch that makes both hold.
+    """
+    config = configs.configuration(machine)
+    gpu, link, k = GPUS[config.gpu], LINKS[config.link], config.gpus
+    rows = []
+    for label, scenario in scenarios():
+        compute = roofline_compute(model, gpu, scenario)
+        needed = ring_all_reduce_seconds(gradient_bytes(model), k, link.alpha_seconds,
+                                         1 / link.bus(scenario.link))  # fmt: skip
+        hide = _smallest(lambda b, c=compute, n=needed: c(b)["backward"] >= n, largest)
+        floor = math.ceil(
+            fixed_step_seconds(model, gpu, scenario) / arithmetic_seconds(model, 1, gpu, scenario)
+        )
+        both = None if hide is None else k * max(hide, floor)
+        rows.append({"model": model, "machine": machine, "gpus": k, "scenario": label, "hide": hide,
+                     "floor": floor, "global_batch": both})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
-def seed_verdicts(check: pd.DataFrame) -> dict[str, str]:
-    """Per model, what four GPUs did to the epoch at every batch size: "slower", "faster" or "mixed"."""
-    verdicts = {}
-    for model, rows in check[check["gpus"] == check["gpus"].max()].groupby("model"):
-        if (rows["speedup"] < 1).all():
-            verdicts[model] = "slower"
-        elif (rows["speedup"] > 1).all():
-            verdicts[model] = "faster"
-        else:
-            verdicts[model] = "mixed"
-    return verdicts
-
-
-def hiding_batch(model: str, gpu: GPU, link: Link, gpus: int = 8, largest: int = 1 << 16) -> int | None:
-    """The smallest per-GPU batch whose backward pass lasts as long as DDP's all-reduce of the model's
-    gradient on ``gpus`` GPUs: from there on DDP can hide its communication (None: not up to ``largest``)."""
-    compute = roofline_compute(model, gpu)
-    nbytes = gradient_bytes(model)
-    needed = ring_all_reduce_seconds(nbytes, gpus, link.alpha_seconds, 1 / link.bus_bandwidth)
+def _smallest(holds: Callable[[int], bool], largest: int) -> int | None:
+    """The smallest b in 1..``largest`` for which ``holds`` (assumed monotone), by doubling and bisection."""
     batch = 1
-    while batch <= largest:
-        if compute(batch)["backward"] >= needed:
-            low, high = batch // 2 + 1, batch
-            while low < high:  # the smallest batch in (batch/2, batch] that hides it
-                middle = (low + high) // 2
-                low, high = (middle + 1, high) if compute(middle)["backward"] < needed else (low, middle)
-            return low
+    while batch <= largest and not holds(batch):
         batch *= 2
-    return None
+    if batch > largest:
+        return None
+    low, high = batch // 2 + 1, batch
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle + 1, high)
+    return low
+
+
+def condition_table(models, machines, cap: int = TRAIN_CLIPS) -> pd.DataFrame:
+    """``batch_conditions`` summarized per model and machine: each condition's per-GPU batch and the
+    global batch both need, central with lowest and highest over the band (``hide_high`` infinite where
+    some scenario never hides the all-reduce), and whether the training set (``cap`` clips) holds that
+    global batch over the whole band, or what decides it."""
+    rows = []
+    for model in models:
+        for machine in machines:
+            frame = batch_conditions(model, machine).fillna({"hide": np.inf, "global_batch": np.inf})
+            central = frame[frame["scenario"] == "central"].iloc[0]
+            need = frame["global_batch"]
+            if need.max() <= cap:
+                fits = "within the dataset whatever the inputs"
+            elif need.min() > cap:
+                fits = "more than the dataset holds whatever the inputs"
+            else:
+                deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
+                fits = "within the dataset or not, depending on " + (
+                    " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
+                )
+            row = {"model": model, "machine": machine, "gpus": int(central["gpus"])}
+            for column in ("hide", "floor", "global_batch"):
+                row[column], row[f"{column}_low"], row[f"{column}_high"] = (
+                    central[column], frame[column].min(), frame[column].max())  # fmt: skip
+            rows.append({**row, "against the training set": fits})
+    return pd.DataFrame(rows)
+
+
+def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
+    """``condition_table`` for reading: per-GPU and global batches as "central (lowest–highest)"."""
+    return pd.DataFrame({
+        "model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
+        "b*, all-reduce hidden (per GPU)": banded(conditions, "hide", whole=True),
+        "b*, above the fixed cost (per GPU)": banded(conditions, "floor", whole=True),
+        "global batch both need": banded(conditions, "global_batch", whole=True),
+        "against 2,700 clips": conditions["against the training set"],
+    })  # fmt: skip
+
+
+def result_costs(
+    records: list[dict],
+    model: str,
+    training_batch: int,
+    target_accuracy: float,
+    machines,
+    *,
+    measured: dict | None = None,
+) -> pd.DataFrame | None:
+    """Seconds and dollars to ``target_accuracy`` for ``model``: chapter 1's measured epoch on this
+    machine, chapter 3's DDP runs scaled by their steps to the same epoch (labelled by ranks and bucket
+    size), and each of ``machines``' predicted epoch with its band. None when chapter 1 has no run of
+    ``model`` at ``training_batch`` or it never reached the target (the reason is in ``reason``)."""
+    from helpers.costmodel import money
+
+    run = next((r for r in records if r["kind"] == "training" and r["config"]["model"] == model
+                and r["config"]["batch_size"] == training_batch), None)  # fmt: skip
+    if run is None:
+        return None
+    epochs = money.epochs_to_accuracy(run["result"]["history"], target_accuracy)
+    if epochs is None:
+        return pd.DataFrame({"model": [model], "reason": [
+            f"never reached {target_accuracy:.0%} test accuracy in chapter 1's "
+            f"{len(run['result']['history'])} "
+            "epochs"]})  # fmt: skip
+    samples = run["config"]["train_samples"] or TRAIN_CLIPS
+    rows = [{"setup": "this machine, one process", "basis": "measured (chapter 1)",
+             "epoch_seconds": run["result"]["epoch_seconds"], "hourly_price": None}]  # fmt: skip
+    for record in records:
+        config = record["config"]
+        if (
+            record["kind"] != "ddp_run"
+            or config["model"] != model
+            or config["global_batch_size"] != training_batch
+        ):
+            continue
+        clips = config["train_samples"] or samples
+        compression = f", {config['compression']} gradients" if config.get("compression") else ""
+        ranks, bucket = config["world_size"], config["bucket_cap_mb"]
+        rows.append({"setup": f"this machine, DDP {ranks} rank(s), {bucket:g} MiB "
+                              f"buckets{compression}",
+                     "basis": f"measured on {clips} clips, scaled by steps to {samples}",
+                     "epoch_seconds": money.scale_epoch(record["result"]["epoch_seconds"], clips, samples,
+                                                        training_batch), "hourly_price": None})  # fmt: skip
+    table = money.cost_to_target(epochs, rows).assign(seconds_low=np.nan, seconds_high=np.nan,
+                                                      dollars_low=np.nan, dollars_high=np.nan)  # fmt: skip
+    predicted = summarize(scenario_predictions((model,), machines, (training_batch,), samples=samples,
+                                               epochs=epochs, measured=measured))  # fmt: skip
+    gpu_rows = pd.DataFrame({
+        "setup": predicted["machine"], "basis": "predicted: " + predicted["basis"], "epochs": epochs,
+        "seconds": predicted["epoch_seconds"] * epochs, "hours": predicted["epoch_seconds"] * epochs / 3600,
+        "dollars": predicted["dollars_per_run"], "seconds_low": predicted["epoch_seconds_low"] * epochs,
+        "seconds_high": predicted["epoch_seconds_high"] * epochs,
+        "dollars_low": predicted["dollars_per_run_low"],
+        "dollars_high": predicted["dollars_per_run_high"]})  # fmt: skip
+    return pd.concat([table, gpu_rows], ignore_index=True).assign(model=model)
+
+
+def banded(
+    frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
+) -> pd.Series:
+    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds);
+    ``whole`` numbers with thousands separators ("2,864 (920–8,320)"), an infinite one "unbounded"."""
+
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "–"
+        if math.isinf(value):
+            return "unbounded"
+        return f"{value * scale:,.0f}" if whole else f"{value * scale:.{digits}g}"
+
+    triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
+    return pd.Series([f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples], index=frame.index)
+
+
+def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts."""
+    return pd.DataFrame({
+        "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
+        "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
+        "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
+        "dollars per run": banded(summary, "dollars_per_run"),
+        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "faster?": summary["faster"],
+        **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
+        "no dearer?": summary["dollars"], "basis": summary["basis"],
+    })  # fmt: skip
+
+
+def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
+    """``result_costs`` for reading: seconds and dollars as "central (lowest–highest)" where banded."""
+    seconds = [
+        f"{c:.4g}" if math.isnan(lo) else f"{c:.4g} ({lo:.4g}–{hi:.4g})"
+        for c, lo, hi in zip(costs["seconds"], costs["seconds_low"], costs["seconds_high"], strict=True)
+    ]
+    dollars = [
+        "–" if math.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})" if not math.isnan(lo) else f"{c:.3g}"
+        for c, lo, hi in zip(costs["dollars"], costs["dollars_low"], costs["dollars_high"], strict=True)
+    ]
+    return pd.DataFrame({"model": costs["model"], "setup": costs["setup"], "basis": costs["basis"],
+                         "epochs": costs["epochs"], "seconds": seconds, "dollars": dollars})  # fmt: skip

@@ -24,7 +24,6 @@ from helpers.dataparallel import (
 from helpers.hardware import usable_cores
 from helpers.models import build_model, parameter_count
 from helpers.results import ResultStore
-from helpers.stats import spread
 from helpers.train import stored_step_timing
 from helpers.worker import usable_gpus
 
@@ -62,28 +61,61 @@ def fit_line(batch_sizes, step_seconds) -> tuple[ComputeLine, float]:
     return line, mape
 
 
-def fit_compute(frame: pd.DataFrame) -> pd.DataFrame:
-    """One compute line per model and thread count from single-process step times.
+def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.DataFrame:
+    """One compute line per model and thread count from single-process step times, in physical units.
 
     ``frame`` needs columns ``model``, ``threads``, ``batch_size`` and ``step_seconds`` (for example the
     ``step_timing`` records of chapter 1, ``ResultStore.frame("step_timing")``). Why a line: on these
     models a step is a fixed cost (the weight passes and the Adam update, heavy for LinearNet) plus a cost
     per sample (the convolutions of ConvNet); the measured points scatter around it by more than any
-    curvature, so interpolating between them would model the noise. Returns intercept, slope, points and
-    the fit's own MAPE (%), indexed by (model, threads).
+    curvature, so interpolating between them would model the noise. The slope is also given as seconds
+    per GFLOP and as the GFLOP/s it implies (the model's exact FLOPs per sample, ``gpus``).
+
+    With a ``step_seconds_all`` column (every timed step), the fit is repeated ``resamples`` times on
+    timed steps drawn with replacement within each point: the 5-95 % range of the fixed seconds and of
+    the slope. A slope whose range reaches zero is not resolved: the per-sample work hides in the noise of
+    the fixed cost, and its GFLOP/s is only a lower bound. Indexed by (model, threads).
     """
+    from helpers.costmodel.gpus import training_flops_per_sample
+
     missing = {"model", "threads", "batch_size", "step_seconds"} - set(frame.columns)
     if missing:
         raise ValueError(f"frame lacks column(s) {sorted(missing)}")
+    generator = np.random.default_rng(seed)
     rows = []
     for (model, threads), group in frame.groupby(["model", "threads"]):
         line, mape = fit_line(group["batch_size"], group["step_seconds"])
+        intercepts, slopes = [line.intercept_seconds], [line.seconds_per_sample]
+        if "step_seconds_all" in group:
+            for _ in range(resamples):
+                medians = [
+                    float(np.median(generator.choice(steps, len(steps))))
+                    for steps in group["step_seconds_all"]
+                ]
+                again, _ = fit_line(group["batch_size"], medians)
+                intercepts.append(again.intercept_seconds)
+                slopes.append(again.seconds_per_sample)
+        try:
+            flops = training_flops_per_sample(model)
+        except ValueError:  # a model the cost model has no layer formulas for: no rate, the line still holds
+            flops = np.nan
+        slope_low, slope_high = np.percentile(slopes, [5, 95])
         rows.append(
             {
                 "model": model,
                 "threads": int(threads),
                 "intercept_seconds": line.intercept_seconds,
+                "intercept_low": float(np.percentile(intercepts, 5)),
+                "intercept_high": float(np.percentile(intercepts, 95)),
                 "seconds_per_sample": line.seconds_per_sample,
+                "slope_low": float(slope_low),
+                "slope_high": float(slope_high),
+                "achieved_gflops": flops / line.seconds_per_sample / 1e9
+                if line.seconds_per_sample
+                else np.inf,
+                "gflops_low": flops / slope_high / 1e9 if slope_high > 0 else np.inf,
+                "gflops_high": flops / slope_low / 1e9 if slope_low > 0 else np.inf,
+                "slope_resolved": bool(slope_low > 0),
                 "points": len(group),
                 "fit_mape_percent": mape,
             }
@@ -376,97 +408,6 @@ def predict_step_seconds(method: str, model: str, global_batch: int, world_size:
     return predict_step(method, model, global_batch, world_size, time_model, **options)["step_seconds"]
 
 
-def measured_frame(records: list[dict], min_ranks: int = 2) -> pd.DataFrame:
-    """Multi-rank step times to validate on: ``ddp_run`` (chapter 3) and ``dataparallel_timing`` (chapter 2).
-
-    One row per record with at least ``min_ranks`` ranks or replicas: the median of its timed steps and
-    their minimum and maximum (a DDP run's are the steps of its last epoch).
-    """
-    rows = []
-    for record in records:
-        config, result = record["config"], record["result"]
-        if record["kind"] == "ddp_run" and config["world_size"] >= min_ranks:
-            row = {"kind": "ddp", "ranks": config["world_size"],
-                   "global_batch": config["global_batch_size"], "threads": result["threads_per_rank"],
-                   "bucket_cap_mb": config["bucket_cap_mb"],
-                   "compression": config.get("compression")}  # fmt: skip
-        elif record["kind"] == "dataparallel_timing" and len(config["devices"]) >= min_ranks:
-            row = {"kind": "dataparallel", "ranks": len(config["devices"]),
-                   "global_batch": config["batch_size"], "threads": config["threads"],
-                   "bucket_cap_mb": None, "compression": None}  # fmt: skip
-        else:
-            continue
-        timing = spread(result["step_seconds_all"])
-        rows.append({"measurement": record["key"], "model": config["model"], **row,
-                     "step_seconds": timing.median, "step_min": timing.low,
-                     "step_max": timing.high})  # fmt: skip
-    columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
-               "compression", "step_seconds", "step_min", "step_max"]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
-
-
-def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
-    """Predictions for every row of ``measured_frame``, at the threads each measurement really had.
-
-    DataParallel rows get the ``dataparallel`` method, DDP rows both ``ddp_no_overlap`` and ``ddp_overlap``.
-    """
-    rows = []
-    for row in measured.itertuples():
-        methods = ("dataparallel",) if row.kind == "dataparallel" else ("ddp_no_overlap", "ddp_overlap")
-        options = {"threads": int(row.threads)}
-        if row.kind == "ddp":
-            compression = row.compression if isinstance(row.compression, str) else None  # None, not NaN
-            options.update(bucket_cap_mb=row.bucket_cap_mb, compression=compression)
-        for method in methods:
-            parts = predict_step(
-                method, row.model, int(row.global_batch), int(row.ranks), time_model, **options
-            )
-            rows.append(
-                {
-                    "measurement": row.measurement,
-                    "method": method,
-                    "predicted_seconds": parts["step_seconds"],
-                    "predicted_compute_seconds": parts["compute_seconds"],
-                    "predicted_communication_seconds": parts["communication_seconds"],
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Absolute percentage error of each prediction and the MAPE of its (model, method) group.
-
-    ``predictions``: columns ``measurement``, ``method``, ``predicted_seconds``; ``measured``: columns
-    ``measurement``, ``model``, ``step_seconds``. APE = |predicted − measured| / measured × 100;
-    ``mape_percent`` is the mean APE over the rows of the same model and method.
-    """
-    joined = predictions.merge(measured, on="measurement", how="inner", validate="many_to_one")
-    if len(joined) != len(predictions):
-        raise ValueError("some predictions name a measurement that is not in the measured frame")
-    joined["ape_percent"] = (
-        (joined["predicted_seconds"] - joined["step_seconds"]).abs() / joined["step_seconds"] * 100
-    )
-    joined["mape_percent"] = joined.groupby(["model", "method"])["ape_percent"].transform("mean")
-    if {"step_min", "step_max"} <= set(joined.columns):
-        joined["within_spread"] = joined["predicted_seconds"].between(joined["step_min"], joined["step_max"])
-        joined["spread_percent"] = (joined["step_max"] - joined["step_min"]) / joined["step_seconds"] * 100
-    return joined
-
-
-def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
-    """Per model and method: the number of measurements, the MAPE, its spread over the measurements
-    (smallest and largest APE, %), and, where the measurements carry their spread, how many predictions
-    fall inside the measured min–max and how wide that range is (median, % of the median step)."""
-    groups = validated.groupby(["model", "method"])
-    summary = groups["ape_percent"].agg(
-        points="count", mape_percent="mean", min_ape_percent="min", max_ape_percent="max"
-    )
-    if "within_spread" in validated:
-        summary["within_measured_range"] = groups["within_spread"].sum()
-        summary["measured_range_percent"] = groups["spread_percent"].median()
-    return summary.reset_index()
-
-
 def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
     """α and β of ``dist.all_reduce`` from chapter 4's ``collective_benchmark`` records (all sizes, all
     world sizes of two or more ranks); a clear error when chapter 4 has not measured this backend."""
@@ -574,12 +515,28 @@ def time_model_from_records(
                 "from": "copy benchmark: " + peer["method"]}] if peer else []),
             *[{"input": f"optimizer ns per parameter, {threads} thread(s)", "value": value * 1e9,
                "from": "chapter 2: optimizer phase of one replica"} for threads, value in optimizer.items()],
-            *[{"input": f"{name}, {threads} thread(s): step seconds", "value": row.intercept_seconds,
-               "from": f"+ {row.seconds_per_sample * 1e3:.3f} ms per sample; single-device steps, fit MAPE "
-                       f"{row.fit_mape_percent:.1f} %"} for (name, threads), row in compute.iterrows()],
+            *[row for (name, threads), fit in compute.iterrows()
+              for row in _compute_rows(name, threads, fit)],
         ]
     )  # fmt: skip
     return model, inputs
+
+
+def _compute_rows(name: str, threads: int, fit) -> list[dict]:
+    """The inputs table's two rows for one compute line: fixed seconds per step and achieved GFLOP/s."""
+    source = f"single-device steps at {fit.points} batch sizes, fit MAPE {fit.fit_mape_percent:.1f} %"
+    if fit.slope_resolved:
+        rate = f"{fit.gflops_low:.3g}-{fit.gflops_high:.3g} (5-95 %)"
+    elif np.isfinite(fit.gflops_low):
+        rate = f"not resolved: at least {fit.gflops_low:.3g}"
+    else:
+        rate = "not resolved: the slope is zero within its 5-95 % range"
+    return [
+        {"input": f"{name}, {threads} thread(s): fixed seconds per step", "value": fit.intercept_seconds,
+         "from": f"{fit.intercept_low:.3g}-{fit.intercept_high:.3g} s (5-95 %); {source}"},
+        {"input": f"{name}, {threads} thread(s): achieved GFLOP/s", "value": fit.achieved_gflops,
+         "from": f"{rate}; slope {fit.seconds_per_sample * 1e3:.3g} ms per sample"},
+    ]  # fmt: skip
 
 
 def calibrate(

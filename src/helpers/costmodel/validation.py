@@ -1,0 +1,166 @@
+"""Validation of the time model (chapter 5): every multi-rank step that chapters 2 and 3 measured —
+none of which the calibration saw — predicted by each method and compared, with each method's error
+reported on its own (never the best one picked after the fact) and its bias, where all predictions fall
+on one side of the measurements.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.costmodel.timemodel import TimeModel, _model_facts, predict_step
+from helpers.dataparallel import chunk_sizes
+from helpers.stats import spread
+
+
+def measured_frame(
+    records: list[dict], min_ranks: int = 2, backend: str | None = None, device: str | None = None
+) -> pd.DataFrame:
+    """Multi-rank step times to validate on: ``ddp_run`` (chapter 3) and ``dataparallel_timing`` (chapter 2).
+
+    One row per record with at least ``min_ranks`` ranks or replicas: the median of its timed steps and
+    their minimum and maximum (a DDP run's are the steps of its last epoch). With ``backend`` only the DDP
+    runs of that backend count (the time model prices one backend's all-reduce), with ``device`` ("cpu" or
+    "cuda") only the runs on that kind of device.
+    """
+    rows = []
+    for record in records:
+        config, result = record["config"], record["result"]
+        on = config.get("device") or str(config.get("devices", ["cpu"])[0])
+        if device is not None and not on.startswith(device):
+            continue
+        if record["kind"] == "ddp_run" and backend is not None and config["backend"] != backend:
+            continue
+        if record["kind"] == "ddp_run" and config["world_size"] >= min_ranks:
+            row = {"kind": "ddp", "ranks": config["world_size"],
+                   "global_batch": config["global_batch_size"], "threads": result["threads_per_rank"],
+                   "bucket_cap_mb": config["bucket_cap_mb"],
+                   "compression": config.get("compression")}  # fmt: skip
+        elif record["kind"] == "dataparallel_timing" and len(config["devices"]) >= min_ranks:
+            row = {"kind": "dataparallel", "ranks": len(config["devices"]),
+                   "global_batch": config["batch_size"], "threads": config["threads"],
+                   "bucket_cap_mb": None, "compression": None}  # fmt: skip
+        else:
+            continue
+        timing = spread(result["step_seconds_all"])
+        rows.append({"measurement": record["key"], "model": config["model"], **row,
+                     "step_seconds": timing.median, "step_min": timing.low,
+                     "step_max": timing.high})  # fmt: skip
+    columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
+               "compression", "step_seconds", "step_min", "step_max"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
+    """Predictions for every row of ``measured_frame``, at the threads each measurement really had.
+
+    DataParallel rows get the ``dataparallel`` method, DDP rows both ``ddp_no_overlap`` and ``ddp_overlap``.
+    """
+    rows = []
+    for row in measured.itertuples():
+        methods = ("dataparallel",) if row.kind == "dataparallel" else ("ddp_no_overlap", "ddp_overlap")
+        options = {"threads": int(row.threads)}
+        if row.kind == "ddp":
+            compression = row.compression if isinstance(row.compression, str) else None  # None, not NaN
+            options.update(bucket_cap_mb=row.bucket_cap_mb, compression=compression)
+        for method in methods:
+            parts = predict_step(
+                method, row.model, int(row.global_batch), int(row.ranks), time_model, **options
+            )
+            rows.append(
+                {
+                    "measurement": row.measurement,
+                    "method": method,
+                    "predicted_seconds": parts["step_seconds"],
+                    "predicted_compute_seconds": parts["compute_seconds"],
+                    "predicted_communication_seconds": parts["communication_seconds"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Absolute percentage error of each prediction and the MAPE of its (model, method) group.
+
+    ``predictions``: columns ``measurement``, ``method``, ``predicted_seconds``; ``measured``: columns
+    ``measurement``, ``model``, ``step_seconds``. APE = |predicted − measured| / measured × 100;
+    ``mape_percent`` is the mean APE over the rows of the same model and method.
+    """
+    joined = predictions.merge(measured, on="measurement", how="inner", validate="many_to_one")
+    if len(joined) != len(predictions):
+        raise ValueError("some predictions name a measurement that is not in the measured frame")
+    joined["ape_percent"] = (
+        (joined["predicted_seconds"] - joined["step_seconds"]).abs() / joined["step_seconds"] * 100
+    )
+    joined["mape_percent"] = joined.groupby(["model", "method"])["ape_percent"].transform("mean")
+    if {"step_min", "step_max"} <= set(joined.columns):
+        joined["within_spread"] = joined["predicted_seconds"].between(joined["step_min"], joined["step_max"])
+        joined["spread_percent"] = (joined["step_max"] - joined["step_min"]) / joined["step_seconds"] * 100
+    return joined
+
+
+def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
+    """Per model and method: the number of measurements, the MAPE, its spread over the measurements
+    (smallest and largest APE, %), the mean signed error (%, positive: predictions too slow) and how many
+    predictions lie above their measurement (a bias when all do), and, where the measurements carry their
+    spread, how many predictions fall inside the measured min–max and how wide that range is (median, % of
+    the median step)."""
+    validated = validated.assign(
+        error_percent=(validated["predicted_seconds"] - validated["step_seconds"])
+        / validated["step_seconds"]
+        * 100,
+        above=validated["predicted_seconds"] > validated["step_seconds"],
+    )
+    groups = validated.groupby(["model", "method"])
+    summary = groups["ape_percent"].agg(
+        points="count", mape_percent="mean", min_ape_percent="min", max_ape_percent="max"
+    )
+    summary["mean_error_percent"] = groups["error_percent"].mean()
+    summary["predictions_above"] = groups["above"].sum()
+    if "within_spread" in validated:
+        summary["within_measured_range"] = groups["within_spread"].sum()
+        summary["measured_range_percent"] = groups["spread_percent"].median()
+    return summary.reset_index()
+
+
+def replicas_side_by_side(time_model: TimeModel, model: str, global_batch: int, replicas: int) -> float:
+    """DataParallel's compute on a CPU if its replicas, which run in parallel threads, each had
+    cores // replicas threads of their own (queued ⌈replicas / cores⌉ deep when they outnumber the
+    cores): the largest chunk's line at that thread count per replica in the queue, plus one optimizer
+    step. The shared-device model prices the replicas as one process at all threads doing all the work;
+    where a model's kernels use one thread better than two, this is the faster of the two. NaN when that
+    thread count was not calibrated."""
+    threads = max(1, time_model.cores // replicas)
+    try:
+        line = time_model.line(model, threads)
+    except ValueError:
+        return float("nan")
+    optimizer = min(
+        time_model.optimizer_seconds(_model_facts(model)["parameters"], threads), line.intercept_seconds
+    )
+    depth = -(-replicas // time_model.cores)
+    return depth * (line(max(chunk_sizes(global_batch, replicas))) - optimizer) + optimizer
+
+
+def dataparallel_sharing(validated: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
+    """The DataParallel rows of ``validate``: measured, predicted, and ``replicas_side_by_side`` plus the
+    same predicted transfers, each with its signed error (%)."""
+    rows = validated[validated["method"] == "dataparallel"].copy()
+    rows["side_by_side_seconds"] = [
+        replicas_side_by_side(time_model, row.model, int(row.global_batch), int(row.ranks))
+        + row.predicted_communication_seconds
+        for row in rows.itertuples()
+    ]
+    rows = rows.sort_values(["model", "ranks", "global_batch"])
+    return pd.DataFrame(
+        {
+            "model": rows["model"],
+            "replicas": rows["ranks"],
+            "global batch": rows["global_batch"],
+            "measured (s)": rows["step_seconds"],
+            "model (s)": rows["predicted_seconds"],
+            "model error (%)": (rows["predicted_seconds"] / rows["step_seconds"] - 1) * 100,
+            "side by side (s)": rows["side_by_side_seconds"],
+            "side by side error (%)": (rows["side_by_side_seconds"] / rows["step_seconds"] - 1) * 100,
+        }
+    )

@@ -1,0 +1,16 @@
+"""helpers.costmodel.seed: the seed's verdicts at every batch with the band, and its traffic arithmetic."""
+
+from helpers.costmodel import seed
+
+
+def test_the_seeds_verdicts_hold_over_the_band_and_its_traffic_arithmetic():
+    check = seed.seed_check()
+    assert set(check["gpus"]) == {1, 2, 3, 4} and set(check["global_batch"]) == set(seed.SEED_BATCH_SIZES)
+    assert (check["gpu"] == "GTX 1080 Ti").all() and (check["method"] == "dataparallel").all()
+    verdicts = seed.seed_verdict_table(check).set_index("model")
+    assert (verdicts.loc["LinearNet", "faster"] == "slower whatever the inputs").all()
+    assert (verdicts.loc["ConvNet", "faster"] == "faster whatever the inputs").all()
+    assert seed.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "faster"}  # chapter 2's words
+    traffic = seed.seed_traffic()["bytes per epoch"].tolist()
+    # the seed: 50 MB x 2 x 100; the model per link: 2 x 48,408,880 B x 100 steps; between 4 GPUs, 3 x that
+    assert traffic[:3] == [10_000_000_000, 9_681_776_000, 29_045_328_000]

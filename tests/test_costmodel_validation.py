@@ -1,0 +1,124 @@
+"""helpers.costmodel.validation: the time model against multi-rank runs it never saw, each method's error on
+its own."""
+
+import math
+
+import pandas as pd
+import pytest
+from test_costmodel_timemodel import synthetic_time_model
+
+from helpers.costmodel import validation
+from helpers.models import build_model, parameter_count
+
+
+def test_dataparallel_replicas_side_by_side_on_the_cores():
+    time_model = synthetic_time_model()
+    optimizer = parameter_count(build_model("ConvNet")) * 1e-7
+    # 2 replicas on 2 cores: 1 thread each, the largest chunk of 10 is 5: 0.2 + 0.02 x 5
+    assert validation.replicas_side_by_side(time_model, "ConvNet", 10, 2) == pytest.approx(0.3)
+    # 4 replicas on 2 cores: 1 thread each, two deep; chunks of 3: two passes without the optimizer, plus it
+    expected = 2 * (0.2 + 0.02 * 3 - optimizer) + optimizer
+    assert validation.replicas_side_by_side(time_model, "ConvNet", 10, 4) == pytest.approx(expected)
+    assert math.isnan(validation.replicas_side_by_side(synthetic_time_model(cores=8), "ConvNet", 10, 2))
+
+
+def test_validate_mape_arithmetic():
+    measured = pd.DataFrame(
+        {
+            "measurement": ["a", "b", "c", "d"],
+            "model": ["M", "M", "M", "N"],
+            "step_seconds": [1.0, 2.0, 4.0, 0.5],
+        }
+    )
+    predictions = pd.DataFrame(
+        {
+            "measurement": ["a", "b", "c", "d", "d"],
+            "method": ["x", "x", "x", "x", "y"],
+            "predicted_seconds": [1.1, 1.8, 4.0, 0.75, 0.5],
+        }
+    )
+    validated = validation.validate(predictions, measured)
+    assert list(validated["ape_percent"].round(9)) == [10, 10, 0, 50, 0]
+    summary = validation.validation_summary(validated).set_index(["model", "method"])
+    assert summary.loc[("M", "x"), "mape_percent"] == pytest.approx(20 / 3)
+    assert summary.loc[("M", "x"), "max_ape_percent"] == pytest.approx(10)
+    assert summary.loc[("N", "x"), "mape_percent"] == pytest.approx(50)
+    assert summary.loc[("N", "y"), "points"] == 1
+    # signed errors +10, -10, 0: mean 0, one prediction of three above its measurement
+    assert summary.loc[("M", "x"), "mean_error_percent"] == pytest.approx(0)
+    assert (
+        summary.loc[("M", "x"), "predictions_above"] == 1
+        and summary.loc[("N", "x"), "predictions_above"] == 1
+    )
+    assert "within_measured_range" not in summary  # these measurements carry no spread
+    ranged = measured.assign(step_min=[0.9, 1.9, 3.0, 0.4], step_max=[1.2, 2.1, 5.0, 0.6])
+    spread_summary = validation.validation_summary(validation.validate(predictions, ranged))
+    spread_summary = spread_summary.set_index(["model", "method"])
+    assert spread_summary.loc[("M", "x"), "within_measured_range"] == 2  # 1.8 lies below b's 1.9
+    assert spread_summary.loc[("M", "x"), "measured_range_percent"] == pytest.approx(30)  # 30, 10, 50 %
+    assert spread_summary.loc[("M", "x"), "min_ape_percent"] == 0
+    with pytest.raises(ValueError, match="measurement"):
+        validation.validate(
+            pd.DataFrame({"measurement": ["z"], "method": ["x"], "predicted_seconds": [1.0]}), measured
+        )
+
+
+def test_measured_frame_turns_records_into_step_times():
+    records = [
+        {
+            "key": "k1",
+            "kind": "ddp_run",
+            "config": {
+                "model": "M",
+                "world_size": 2,
+                "global_batch_size": 50,
+                "epochs": 2,
+                "bucket_cap_mb": 25,
+            },
+            "result": {"step_seconds_all": [0.25, 0.2, 0.19], "threads_per_rank": 1},
+        },
+        {
+            "key": "k2",
+            "kind": "dataparallel_timing",
+            "config": {"model": "M", "devices": ["cpu", "cpu"], "batch_size": 20, "threads": 2},
+            "result": {"step_seconds_all": [0.3, 0.3, 0.4]},
+        },
+        {
+            "key": "k3",
+            "kind": "ddp_run",
+            "config": {
+                "model": "M",
+                "world_size": 1,
+                "global_batch_size": 50,
+                "epochs": 2,
+                "bucket_cap_mb": 25,
+            },
+            "result": {"step_seconds_all": [0.1], "threads_per_rank": 2},
+        },
+    ]
+    frame = validation.measured_frame(records).set_index("measurement")
+    assert list(frame.index) == ["k1", "k2"]  # one rank is not a multi-rank measurement
+    assert frame.loc["k1", ["step_seconds", "step_min", "step_max"]].tolist() == [0.2, 0.19, 0.25]
+    assert frame.loc["k2", "step_seconds"] == 0.3 and frame.loc["k2", "step_max"] == 0.4
+    assert len(validation.measured_frame(records, min_ranks=1)) == 3
+
+
+def test_validation_rows_are_those_of_the_backend_and_device_the_model_was_fitted_to():
+    # On a GPU machine chapter 5 fits one backend's all-reduce (NCCL where it runs) and must validate
+    # against that backend's DDP runs only: chapter 3 stores NCCL and Gloo runs side by side.
+    def ddp(key, backend, device):
+        config = {"model": "M", "world_size": 2, "global_batch_size": 50, "bucket_cap_mb": 25,
+                  "backend": backend, "device": device}  # fmt: skip
+        return {"key": key, "kind": "ddp_run", "config": config,
+                "result": {"step_seconds_all": [0.1], "threads_per_rank": 8}}  # fmt: skip
+
+    records = [
+        ddp("nccl", "nccl", "cuda"), ddp("gloo-cuda", "gloo", "cuda"), ddp("gloo-cpu", "gloo", "cpu"),
+        {"key": "dp-cuda", "kind": "dataparallel_timing", "result": {"step_seconds_all": [0.1]},
+         "config": {"model": "M", "devices": ["cuda:0", "cuda:1"], "batch_size": 20, "threads": 8}},
+    ]  # fmt: skip
+    picked = validation.measured_frame(records, backend="nccl", device="cuda")["measurement"].tolist()
+    assert picked == ["nccl", "dp-cuda"]
+    assert validation.measured_frame(records, backend="gloo", device="cpu")["measurement"].tolist() == [
+        "gloo-cpu"
+    ]
