@@ -23,29 +23,36 @@ def test_variations_hold_the_global_batch_or_the_per_rank_batch():
     assert strong == [40, 40, 40] and weak == [10, 20, 40]
 
 
-def run(model, scaling_kind, ranks, times):
-    return {"model": model, "scaling": scaling_kind, "ranks": ranks}, {"result": {"step_seconds_all": times}}
+def launches(model, scaling_kind, ranks, medians):
+    """One (variation, record) pair per launch, each launch's three steps around its median."""
+    return [
+        ({"model": model, "scaling": scaling_kind, "ranks": ranks, "launch": number},
+         {"result": {"step_seconds_all": [median * 0.99, median, median * 1.01]}})
+        for number, median in enumerate(medians)
+    ]  # fmt: skip
 
 
-def test_efficiency_of_strong_and_weak_scaling():
-    runs = [run("M", "strong", 1, [2.0] * 5), run("M", "strong", 2, [1.25] * 5),
-            run("M", "weak", 1, [1.0] * 5), run("M", "weak", 2, [1.25, 1.25, 1.3, 1.2, 1.25])]  # fmt: skip
+def test_efficiency_of_strong_and_weak_scaling_across_launches():
+    runs = launches("M", "strong", 1, [2.0, 2.1, 1.9]) + launches("M", "strong", 2, [1.25, 1.3, 1.2])
+    runs += launches("M", "weak", 1, [1.0, 1.05, 0.95]) + launches("M", "weak", 2, [1.25, 1.3, 1.2])
     table = scaling.efficiency_table(runs).set_index(["scaling", "ranks"])
-    assert table.loc[("strong", 2), "speedup"] == pytest.approx(1.6)
-    assert table.loc[("strong", 2), "efficiency"] == pytest.approx(0.8)
-    assert table.loc[("weak", 2), "efficiency"] == pytest.approx(0.8)  # one device's work in 1.25x the time
-    assert table.loc[("weak", 2), "speedup"] == pytest.approx(1.6)  # twice the samples per step
-    assert table.loc[("strong", 1), "verdict"] == "no measurable difference"
-    assert table.loc[("strong", 2), "verdict"] == "faster"
-    weak = table.loc[("weak", 2)]
+    strong = table.loc[("strong", 2)]
+    assert strong["speedup"] == pytest.approx(2.0 / 1.25) and strong["efficiency"] == pytest.approx(0.8)
+    # three launches a side: the interval pairs the extreme launch medians, 1.9 / 1.3 to 2.1 / 1.2
+    assert (strong["speedup_low"], strong["speedup_high"]) == pytest.approx((1.9 / 1.3, 2.1 / 1.2))
+    assert strong["verdict"] == "faster" and strong["launches"] == 3
+    weak = table.loc[("weak", 2)]  # twice the samples per step: 1.25 s for two one-rank steps' work
+    assert weak["speedup"] == pytest.approx(1.0 / 0.625) and weak["efficiency"] == pytest.approx(0.8)
     assert weak["verdict"] == "faster"  # more samples per second, though each step is slower
-    assert (weak["speedup_low"], weak["speedup_high"]) == pytest.approx((2 / 1.3, 2 / 1.2))
+    # one rank against its own launches: 0.90-1.11, too wide to exclude a 10 % difference
+    assert table.loc[("strong", 1), "verdict"] == "not resolved"
 
 
 def test_weak_scaling_that_loses_throughput_is_slower():
-    runs = [run("M", "weak", 1, [1.0] * 5), run("M", "weak", 4, [4.4, 4.5, 4.6, 4.5, 4.5])]
+    runs = launches("M", "weak", 1, [1.0, 1.0, 1.0]) + launches("M", "weak", 4, [4.4, 4.5, 4.6])
     row = scaling.efficiency_table(runs).set_index(["scaling", "ranks"]).loc[("weak", 4)]
-    assert row["speedup"] == pytest.approx(4 / 4.5) and row["verdict"] == "slower"
+    assert row["speedup"] == pytest.approx(1 / 1.125) and row["verdict"] == "slower"
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx((1 / 1.15, 1 / 1.1))
 
 
 def test_accumulation_table_compares_k_ranks_with_k_micro_batches():

@@ -1,4 +1,4 @@
-"""helpers.stats: a median with its spread, and a speed-up called faster only outside the noise."""
+"""helpers.stats: a median with its spread, and verdicts that say only what their interval supports."""
 
 import pytest
 
@@ -16,12 +16,45 @@ def test_spread_of_five_repeats():
         stats.spread([])
 
 
-def test_speedup_verdicts():
+def test_a_verdict_needs_its_whole_interval():
+    assert stats.verdict(1.01, 1.3) == "faster" and stats.verdict(0.7, 0.99) == "slower"
+    # inside ±10 % of 1: close enough to exclude a difference that matters (1/1.1 = 0.909…)
+    assert stats.verdict(0.91, 1.09) == "no measurable difference"
+    assert stats.verdict(0.90, 1.05) == "not resolved"  # 0.90 < 0.909: a 10 % slowdown is not excluded
+    assert stats.verdict(0.74, 1.90) == "not resolved"  # the interval of one launch against itself
+
+
+def test_speedup_within_one_process_pairs_the_extremes():
     base = [10, 10.5, 11, 9.5, 10]
     assert stats.speedup(base, [5, 5.2, 4.9, 5.1, 5])["verdict"] == "faster"
     assert stats.speedup(base, [20, 21, 19, 20, 22])["verdict"] == "slower"
     overlapping = stats.speedup(base, [9.8, 10.2, 10, 11.5, 9.6])
-    assert overlapping["verdict"] == "no measurable difference"
     assert overlapping["low"] == pytest.approx(9.5 / 11.5) and overlapping["high"] == pytest.approx(11 / 9.6)
-    assert stats.describe_speedup(overlapping).startswith("no measurable difference (1.00x, 0.83–1.15x)")
-    assert stats.describe_speedup(stats.speedup(base, [5] * 5)) == "faster: 2.00x (1.90–2.20x)"
+    assert overlapping["verdict"] == "not resolved"  # 0.83–1.15: a 10 % change either way is not excluded
+    assert stats.describe_speedup(overlapping) == "not resolved, 1.00× (0.83–1.15×)"
+    tight = stats.speedup([10, 10.1, 10.2], [10.05, 10.1, 10.15])
+    assert tight["verdict"] == "no measurable difference"
+    assert stats.describe_speedup(stats.speedup(base, [5] * 5)) == "faster, 2.00× (1.90–2.20×)"
+
+
+def test_speedup_across_launches_bootstraps_the_launch_medians():
+    # Three launches each; their median steps are 1.0, 1.2, 1.1 s and 0.5, 0.6, 0.55 s. The ratio of the
+    # medians of the launch medians is 1.1 / 0.55 = 2.0. With three launches a resampled median is one of
+    # the three, each extreme with probability 7/27 > 2.5 %, so the 95 % interval runs from the slowest
+    # candidate against the fastest baseline, 1.0 / 0.6, to the reverse, 1.2 / 0.5.
+    baseline = [[1.0, 0.9, 1.1], [1.2, 1.3, 1.1], [1.1, 1.1, 1.0]]
+    candidate = [[0.5, 0.4, 0.6], [0.6, 0.7, 0.5], [0.55, 0.5, 0.6]]
+    result = stats.launch_speedup(baseline, candidate)
+    assert result["speedup"] == pytest.approx(2.0)
+    assert (result["low"], result["high"]) == (pytest.approx(1.0 / 0.6), pytest.approx(1.2 / 0.5))
+    assert result["verdict"] == "faster" and result["launches"] == (3, 3)
+    assert stats.describe_speedup(result) == "faster, 2.00× (1.67–2.40×, 3 launches each)"
+    assert stats.launch_speedup(baseline, candidate) == result  # seeded: the same interval every time
+
+
+def test_fewer_than_three_launches_resolve_nothing():
+    two = stats.launch_speedup([[1.0], [1.1]], [[0.5], [0.55]])
+    assert two["speedup"] == pytest.approx(1.05 / 0.525) and two["verdict"] == "not resolved"
+    assert stats.describe_speedup(two).endswith("(1.82–2.20×, 2 launches each)")
+    with pytest.raises(ValueError, match="at least one launch on each side"):
+        stats.launch_speedup([], [[1.0]])

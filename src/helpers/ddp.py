@@ -220,10 +220,17 @@ def summarize_run(results: list[dict]) -> dict:
     }
 
 
-def stored_ddp_run(store, world_size: int, time_limit_seconds: float = 900, **settings) -> dict:
-    """Launch ``world_size`` ranks through the results store (a finished identical run is reused)."""
-    config = {"kind": "ddp_run", "world_size": world_size, **ddp_config(**settings)}
-    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
+def stored_ddp_run(
+    store, world_size: int, time_limit_seconds: float = 900, launch_number: int = 0, **settings
+) -> dict:
+    """Launch ``world_size`` ranks through the results store (a finished identical run is reused).
+
+    ``launch_number`` numbers independent launches of the same settings: each is a record of its own, so
+    that a comparison rests on several start-ups, placements and neighbours, not on one
+    (``stats.launch_speedup``).
+    """
+    config = {"kind": "ddp_run", "world_size": world_size, "launch": launch_number, **ddp_config(**settings)}
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "launch")}
     return store.measure(
         config, lambda: summarize_run(launch(worker, world_size, time_limit_seconds=time_limit_seconds))
     )
@@ -275,17 +282,31 @@ def runs_frame(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
 
 
 def sweep(
-    store, base: dict, variations: list[dict], description: str = "DDP runs"
+    store, base: dict, variations: list[dict], description: str = "DDP runs", launches: int = 1
 ) -> list[tuple[dict, dict]]:
     """``stored_ddp_run`` for each of ``variations`` (settings over ``base``; ``ranks`` picks the world
-    size): the one loop every DDP comparison of chapter 3 is. Returns (variation, record) pairs, which
-    ``runs_frame`` tabulates and ``step_times`` unrolls into steps."""
+    size), ``launches`` times each: the one loop every DDP comparison of chapter 3 is. The launches
+    alternate — every variation once, then every variation again — so that a slow spell of the machine
+    falls on all of them, not on one. Returns (variation with its ``launch`` number, record) pairs, which
+    ``runs_frame`` tabulates, ``step_times`` unrolls into steps and ``launch_steps`` groups by launch."""
     runs = []
-    for variation in tqdm(variations, desc=description):
+    order = [(number, variation) for number in range(launches) for variation in variations]
+    for number, variation in tqdm(order, desc=description):
         settings = {**base, **variation}
         ranks = settings.pop("ranks")
-        runs.append((variation, stored_ddp_run(store, ranks, **settings)))
+        record = stored_ddp_run(store, ranks, launch_number=number, **settings)
+        runs.append(({**variation, "launch": number}, record))
     return runs
+
+
+def launch_steps(runs: list[tuple[dict, dict]], **match) -> list[list[float]]:
+    """The timed steps of every launch among ``runs`` whose variation has the settings in ``match``, one
+    list per launch (what ``stats.launch_speedup`` compares)."""
+    return [
+        record["result"]["step_seconds_all"]
+        for variation, record in runs
+        if all(variation.get(key) == value for key, value in match.items())
+    ]
 
 
 def chapter_sweeps(models, plan: pd.DataFrame, bucket_caps_mb, compressions, parity_seeds) -> dict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -32,7 +33,7 @@ from helpers.launch import launch
 from helpers.models import build_model
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
-from helpers.stats import speedup
+from helpers.stats import launch_speedup, speedup
 from helpers.train import Timer, check_positive, make_optimizer, to_device
 
 
@@ -57,42 +58,49 @@ def scaling_variations(world_sizes, global_batch: int, per_rank_batch: int) -> l
     return variations
 
 
-def stored_scaling_runs(store, models, variations: list[dict], **settings) -> list[tuple[dict, dict]]:
-    """The DDP launch of each model and variation (``sharding.runs.stored_sharding_run``, strategy
-    "ddp"), through the store: (variation with its model, record) pairs for ``efficiency_table``."""
+def stored_scaling_runs(
+    store, models, variations: list[dict], launches: int = 1, **settings
+) -> list[tuple[dict, dict]]:
+    """The DDP launches of each model and variation (``sharding.runs.stored_sharding_run``, strategy
+    "ddp"), ``launches`` times each, alternating (every pair once, then again), through the store:
+    (variation with its model and ``launch`` number, record) pairs for ``efficiency_table``."""
     runs = []
-    for model, variation in tqdm([(m, v) for m in models for v in variations], desc="scaling runs"):
+    order = [(number, m, v) for number in range(launches) for m in models for v in variations]
+    for number, model, variation in tqdm(order, desc="scaling runs"):
         batch = variation["global_batch_size"]
         record = stored_sharding_run(
-            store, variation["ranks"], model=model, strategy="ddp", global_batch_size=batch, **settings
-        )
-        runs.append(({**variation, "model": model}, record))
+            store, variation["ranks"], launch_number=number, model=model, strategy="ddp",
+            global_batch_size=batch, **settings,
+        )  # fmt: skip
+        runs.append(({**variation, "model": model, "launch": number}, record))
     return runs
 
 
 def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     """Speed-up and efficiency, with their intervals, of (variation, DDP record) pairs.
 
-    Variations name ``model``, ``scaling`` ("strong" or "weak") and ``ranks``; each is compared with the
-    one-rank run of the same model and scaling (``stats.speedup``). A strong-scaling step does one-rank
-    work, so the step-time ratio is the speed-up. A weak-scaling step does k one-rank steps' work, so its
-    time per one-rank step's work is the step time / k: the speed-up counts samples per second, and its
-    interval and verdict say whether k ranks get through more samples than one. Efficiency is speed-up / k.
+    Variations name ``model``, ``scaling`` ("strong" or "weak") and ``ranks`` (and ``launch``: the
+    launches of one variation are compared together, ``stats.launch_speedup``), each compared with the
+    one-rank launches of the same model and scaling. A strong-scaling step does one-rank work, so the
+    step-time ratio is the speed-up. A weak-scaling step does k one-rank steps' work, so its time per
+    one-rank step's work is the step time / k: the speed-up counts samples per second, and its interval
+    and verdict say whether k ranks get through more samples than one. Efficiency is speed-up / k.
     """
-    steps = {
-        (v["model"], v["scaling"], v["ranks"]): record["result"]["step_seconds_all"] for v, record in runs
-    }
+    by_variation: dict[tuple, list[list[float]]] = {}
+    for variation, record in runs:
+        key = (variation["model"], variation["scaling"], variation["ranks"])
+        by_variation.setdefault(key, []).append(record["result"]["step_seconds_all"])
     rows = []
-    for (model, scaling, ranks), times in sorted(steps.items()):
-        base = steps.get((model, scaling, 1))
+    for (model, scaling, ranks), steps in sorted(by_variation.items()):
+        base = by_variation.get((model, scaling, 1))
         if base is None:
             continue
         work = ranks if scaling == "weak" else 1  # one-rank steps' work per step
-        change = speedup(base, [seconds / work for seconds in times])
+        change = launch_speedup(base, [[seconds / work for seconds in launch] for launch in steps])
         rows.append(
             {
-                "model": model, "scaling": scaling, "ranks": ranks,
-                "step_median": pd.Series(times).median(),
+                "model": model, "scaling": scaling, "ranks": ranks, "launches": len(steps),
+                "step_median": float(np.median([np.median(launch) for launch in steps])),
                 "speedup": change["speedup"], "speedup_low": change["low"], "speedup_high": change["high"],
                 "efficiency": change["speedup"] / ranks, "verdict": change["verdict"],
             }

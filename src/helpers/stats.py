@@ -1,9 +1,19 @@
-"""Timings with their spread (every chapter): a median with its minimum and maximum over the repeats, and a
-comparison that calls a difference inside the noise "no measurable difference".
+"""Timings with their spread (every chapter): a median with its minimum and maximum over the repeats, and
+comparisons whose verdict says only what the interval supports.
 
-A speed-up of A over B is the ratio of their medians; its interval runs from the slowest A against the
-fastest B to the fastest A against the slowest B. Only an interval that excludes 1 is called faster or
-slower: with five repeats each, that is a difference no pair of single runs contradicts.
+A speed-up of A over B is the ratio of their medians. Its interval comes from the repeats:
+
+- within one process (``speedup``), from the slowest A against the fastest B to the fastest A against the
+  slowest B;
+- across independent launches (``launch_speedup``: chapters 3, 5 and 6 start their ranks anew for every
+  measurement), from a bootstrap over launches: each launch contributes its median step, the launches of
+  each side are resampled with replacement, and the interval holds the middle 95 % of the resampled ratios
+  of medians. Steps of one launch share its start-up, its placement on the cores and its neighbours, so
+  they cannot stand for another launch; at least ``MIN_LAUNCHES`` per side are needed for a verdict.
+
+A verdict is "faster" or "slower" only when the whole interval lies above or below 1; "no measurable
+difference" only when the interval also lies inside ±``MATTERS`` of 1, close enough to exclude a
+difference that matters; any other interval is "not resolved": the measurement cannot tell.
 """
 
 from __future__ import annotations
@@ -14,6 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MIN_REPEATS = 5  # what the book calls a timing: at least five timed repetitions
+MIN_LAUNCHES = 3  # what a comparison of launches needs before it says anything
+MATTERS = 0.10  # a speed-up within 10 % of 1 is a difference that does not matter here
+VERDICTS = ("faster", "slower", "no measurable difference", "not resolved")
 
 
 @dataclass(frozen=True)
@@ -48,26 +61,65 @@ def spread(values) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), float(q1), float(q3), len(values))
 
 
-VERDICTS = ("faster", "slower", "no measurable difference")
+def verdict(low: float, high: float, matters: float = MATTERS) -> str:
+    """What an interval of speed-ups says: "faster" (all above 1), "slower" (all below), "no measurable
+    difference" (straddles 1, inside ±``matters``), else "not resolved"."""
+    if low > 1:
+        return VERDICTS[0]
+    if high < 1:
+        return VERDICTS[1]
+    if low >= 1 / (1 + matters) and high <= 1 + matters:
+        return VERDICTS[2]
+    return VERDICTS[3]
 
 
-def speedup(baseline, candidate) -> dict:
-    """How much faster ``candidate`` runs than ``baseline`` (both: repeated seconds of the same work).
-
-    Returns the ratio of medians, its interval (slowest-fastest to fastest-slowest pairing) and the
-    verdict: "faster" when the whole interval is above 1, "slower" when below, else "no measurable
-    difference".
-    """
+def speedup(baseline, candidate, matters: float = MATTERS) -> dict:
+    """How much faster ``candidate`` runs than ``baseline`` (both: repeated seconds of the same work, in
+    one process): the ratio of medians, its min–max pairing interval, and its ``verdict``."""
     base, new = spread(baseline), spread(candidate)
     low, high = base.low / new.high, base.high / new.low
-    verdict = VERDICTS[0] if low > 1 else VERDICTS[1] if high < 1 else VERDICTS[2]
-    return {"speedup": base.median / new.median, "low": low, "high": high, "verdict": verdict}
+    ratio, judged = base.median / new.median, verdict(low, high, matters)
+    return {"speedup": ratio, "low": low, "high": high, "verdict": judged, "launches": None}
+
+
+def launch_speedup(
+    baseline_launches, candidate_launches, *, resamples: int = 4000, level: float = 0.95,
+    matters: float = MATTERS, seed: int = 0,
+) -> dict:  # fmt: skip
+    """How much faster ``candidate`` runs than ``baseline``, each given as independent launches (a list of
+    each launch's step seconds): the ratio of the medians of the launches' median steps, and a bootstrap
+    interval over launches (``level``, percentile method, ``resamples`` draws, seeded). With fewer than
+    ``MIN_LAUNCHES`` launches on a side the verdict is "not resolved" whatever the interval."""
+    base = np.array([statistics.median(steps) for steps in baseline_launches], dtype=float)
+    new = np.array([statistics.median(steps) for steps in candidate_launches], dtype=float)
+    if not len(base) or not len(new):
+        raise ValueError("a comparison of launches needs at least one launch on each side")
+    generator = np.random.default_rng(seed)
+    draws = np.median(generator.choice(base, (resamples, len(base))), axis=1) / np.median(
+        generator.choice(new, (resamples, len(new))), axis=1
+    )
+    tail = (1 - level) / 2 * 100
+    low, high = (float(value) for value in np.percentile(draws, [tail, 100 - tail]))
+    enough = min(len(base), len(new)) >= MIN_LAUNCHES
+    return {
+        "speedup": float(np.median(base) / np.median(new)),
+        "low": low,
+        "high": high,
+        "verdict": verdict(low, high, matters) if enough else VERDICTS[3],
+        "launches": (len(base), len(new)),
+    }
 
 
 def describe_speedup(result: dict, digits: int = 2) -> str:
-    """``faster: 1.52x (1.40–1.61x)``, ``slower: 0.61x (…)`` or
-    ``no measurable difference (1.01x, 0.95–1.08x)``."""
-    interval = f"{result['low']:.{digits}f}–{result['high']:.{digits}f}x"
-    if result["verdict"] == "no measurable difference":
-        return f"no measurable difference ({result['speedup']:.{digits}f}x, {interval})"
-    return f"{result['verdict']}: {result['speedup']:.{digits}f}x ({interval})"
+    """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
+    (0.74–1.90×, 3 launches each)``; one phrase, no nested parentheses, to sit in a sentence."""
+    interval = f"{result['low']:.{digits}f}–{result['high']:.{digits}f}×"
+    launches = result.get("launches")
+    if launches:
+        counted = (
+            f"{launches[0]} launches each"
+            if launches[0] == launches[1]
+            else f"{launches[0]} and {launches[1]} launches"
+        )
+        interval += f", {counted}"
+    return f"{result['verdict']}, {result['speedup']:.{digits}f}× ({interval})"

@@ -113,24 +113,30 @@ def summarize_sharding(results: list[dict]) -> dict:
     }
 
 
-def _record_config(world_size: int, settings: dict) -> dict:
-    return {"kind": "sharding_run", "world_size": world_size, **sharding_config(**settings)}
+def _record_config(world_size: int, settings: dict, number: int = 0) -> dict:
+    return {"kind": "sharding_run", "world_size": world_size, "launch": number, **sharding_config(**settings)}
 
 
-def run_sharding(world_size: int, time_limit_seconds: float = 300, **settings) -> dict:
+def run_sharding(
+    world_size: int, time_limit_seconds: float = 300, launch_number: int = 0, **settings
+) -> dict:
     """One launch of ``world_size`` ranks of one strategy, not stored: ``{"config", "result"}`` as a stored
-    record holds them, so the checks below take either."""
-    config = _record_config(world_size, settings)
-    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size")}
+    record holds them, so the checks below take either. ``launch_number`` numbers independent launches of the
+    same settings."""
+    config = _record_config(world_size, settings, launch_number)
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "launch")}
     results = launch(worker, world_size, module=WORKER, time_limit_seconds=time_limit_seconds)
     return {"config": config, "result": summarize_sharding(results)}
 
 
-def stored_sharding_run(store, world_size: int, time_limit_seconds: float = 300, **settings) -> dict:
-    """Launch ``world_size`` ranks of one strategy through the results store (a finished run is reused)."""
+def stored_sharding_run(
+    store, world_size: int, time_limit_seconds: float = 300, launch_number: int = 0, **settings
+) -> dict:
+    """Launch ``world_size`` ranks of one strategy through the results store (a finished run is reused);
+    ``launch_number`` numbers independent launches of the same settings, each a record of its own."""
     return store.measure(
-        _record_config(world_size, settings),
-        lambda: run_sharding(world_size, time_limit_seconds, **settings)["result"],
+        _record_config(world_size, settings, launch_number),
+        lambda: run_sharding(world_size, time_limit_seconds, launch_number, **settings)["result"],
     )
 
 
