@@ -3,10 +3,12 @@
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,7 @@ def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, pa
         "return [...document.querySelectorAll('article .cell_input pre')].map(p => p.innerText)"
     )
     setup = [code for code in shown_code if "chapter.start(" in code or code.lstrip().startswith("import ")]
+    setup += [code for code in shown_code if "glue(" in code]  # glue calls are bookkeeping too
     assert not setup, f"set-up code shown to readers: {setup[0][:200]}"
     assert not [code for code in shown_code if "parameters" in code and "papermill" in code.lower()]
     overflowing = browser.execute_script(
@@ -120,3 +123,48 @@ def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, pa
         ".map(e => e.tagName + ': ' + e.innerText.slice(0, 80))"
     )
     assert not overflowing, f"runs off the page: {overflowing[:3]}"
+
+
+OUTSIDE_MATH = """
+const copy = document.querySelector('article').cloneNode(true);
+copy.querySelectorAll('.math, mjx-container, script, pre, code').forEach(e => e.remove());
+return copy.textContent;
+"""
+TEX_GROUPS = re.compile(r"\\(?:text|mathrm|operatorname)\{[^}]*\}|\\[A-Za-z]+")
+
+
+def math_sources(html: Path) -> list[str]:
+    """The TeX of every math element of a built page, as Sphinx wrote it (before MathJax runs)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html.read_text(), "html.parser")
+    return [element.get_text() for element in soup.select("article .math")]
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_no_prose_is_read_as_math(book, page):
+    """A dollar amount in prose must never open math: "an $8,000 workstation … at $1.50 an hour" would
+    turn the words between the two prices into a formula. No math element holds a word of prose."""
+    for tex in math_sources(book / page):
+        words = re.findall(r"[A-Za-z]{4,}", TEX_GROUPS.sub(" ", tex))
+        assert not words, f"{page}: prose read as math: {tex[:120]!r}"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
+    """MathJax is served with the book (sphinx-mathjax-offline), not fetched from a CDN an offline reader
+    cannot reach: every math element is typeset, and no raw \\( or \\) is left in the prose."""
+    browser.get(f"{served}/{page}")
+    sources = browser.execute_script(
+        "return [...document.querySelectorAll('script[src]')].map(s => s.src).filter(s => /mathjax/i.test(s))"
+    )
+    assert all(source.startswith(served) for source in sources), f"{page} fetches MathJax from {sources}"
+    pending = (
+        "return [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length"
+    )
+    deadline = time.monotonic() + 30
+    while browser.execute_script(pending) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert browser.execute_script(pending) == 0, f"{page}: math left untypeset"
+    text = browser.execute_script(OUTSIDE_MATH)
+    assert "\\(" not in text and "\\)" not in text, f"{page}: raw math delimiters in the prose"

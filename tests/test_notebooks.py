@@ -1,5 +1,7 @@
 """Conventions every chapter notebook keeps (nbval itself runs them: see the README's test command)."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -36,6 +38,24 @@ def test_a_chapter_reads_like_a_book(path):
         if not hidden:
             wide = [line for line in cell.source.splitlines() if len(line) > PAGE_WIDTH]
             assert not wide, f"code runs off the page: {wide[0]}"
+            # bookkeeping stays out of view: numbers for the prose are glued in hidden cells
+            assert "glue(" not in cell.source, f"glue calls shown to readers:\n{cell.source[:200]}"
     prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert prose.startswith("# ") and "**What this chapter answers.**" in prose
     assert "## Takeaways" in prose and "**Try it on your hardware:** {glue:text}`rerun`" in prose
+
+
+UNESCAPED_PRICE = re.compile(r"(?<!\\)\$\d{1,3}(?:,\d{3})*(?:\.\d+)?(?:[\s.,;:)]|$)")
+
+
+@pytest.mark.parametrize(
+    "path", [*NOTEBOOKS, *sorted(notebooks_dir().parent.glob("book/*.md"))], ids=lambda p: p.name
+)
+def test_dollar_amounts_in_prose_are_escaped(path):
+    """MyST reads "$" as math: a price is written \\$8,000, so that it can never pair with another "$"."""
+    if path.suffix == ".md":
+        prose = path.read_text()
+    else:
+        cells = nbformat.read(path, as_version=4).cells
+        prose = "\n".join(cell.source for cell in cells if cell.cell_type == "markdown")
+    assert not UNESCAPED_PRICE.findall(prose)
