@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from helpers.collectives.model import ring_all_reduce_seconds
-from helpers.costmodel import gpus, recommend, timemodel
+from helpers.costmodel import gpus, recommend, tables, timemodel
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.results import ResultStore
 
@@ -133,7 +133,7 @@ def test_summaries_of_the_renters_choice():
     assert summary.loc[("ConvNet", "AWS p5.4xlarge"), "faster"] == "the one-GPU baseline"
     text = recommend.headline(summary.reset_index(), "ConvNet", "AWS p5.48xlarge", 100)
     assert text.startswith("a speed-up of ") and "× the dollars (" in text
-    table = recommend.prediction_table(summary.reset_index())
+    table = tables.prediction_table(summary.reset_index())
     assert table["speed-up (×)"].str.fullmatch(r"\S+ \(\S+–\S+\)").all()
 
 

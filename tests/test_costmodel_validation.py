@@ -122,3 +122,22 @@ def test_validation_rows_are_those_of_the_backend_and_device_the_model_was_fitte
     assert validation.measured_frame(records, backend="gloo", device="cpu")["measurement"].tolist() == [
         "gloo-cpu"
     ]
+
+
+def test_launches_of_one_configuration_are_one_measurement_with_their_spread():
+    def launch(number, steps):
+        config = {"model": "M", "world_size": 2, "global_batch_size": 50, "bucket_cap_mb": 25,
+                  "backend": "gloo", "device": "cpu", "launch": number}  # fmt: skip
+        return {"key": f"k{number}", "kind": "ddp_run", "config": config,
+                "result": {"step_seconds_all": steps, "threads_per_rank": 1}}  # fmt: skip
+
+    records = [launch(0, [0.30, 0.20, 0.25]), launch(1, [0.40, 0.35, 0.45]), launch(2, [0.21, 0.22, 0.20])]
+    frame = validation.measured_frame(records)
+    # launch medians 0.25, 0.40, 0.21: their median, and the fastest and slowest launch
+    assert frame[["launches", "step_seconds", "step_min", "step_max"]].values.tolist() == [
+        [3, 0.25, 0.21, 0.40]
+    ]
+    one = validation.measured_frame(records[:1])  # one launch: the spread of its steps
+    assert one[["launches", "step_seconds", "step_min", "step_max"]].values.tolist() == [
+        [1, 0.25, 0.20, 0.30]
+    ]

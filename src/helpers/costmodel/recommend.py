@@ -490,17 +490,6 @@ def condition_table(models, machines, cap: int = TRAIN_CLIPS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
-    """``condition_table`` for reading: per-GPU and global batches as "central (lowest–highest)"."""
-    return pd.DataFrame({
-        "model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
-        "b*, all-reduce hidden (per GPU)": banded(conditions, "hide", whole=True),
-        "b*, above the fixed cost (per GPU)": banded(conditions, "floor", whole=True),
-        "global batch both need": banded(conditions, "global_batch", whole=True),
-        "against 2,700 clips": conditions["against the training set"],
-    })  # fmt: skip
-
-
 def result_costs(
     records: list[dict],
     model: str,
@@ -529,21 +518,28 @@ def result_costs(
     samples = run["config"]["train_samples"] or TRAIN_CLIPS
     rows = [{"setup": "this machine, one process", "basis": "measured (chapter 1)",
              "epoch_seconds": run["result"]["epoch_seconds"], "hourly_price": None}]  # fmt: skip
+    launches: dict[tuple, list[float]] = {}  # a configuration launched several times: its median epoch
     for record in records:
         config = record["config"]
         if (
-            record["kind"] != "ddp_run"
-            or config["model"] != model
-            or config["global_batch_size"] != training_batch
+            record["kind"] == "ddp_run"
+            and config["model"] == model
+            and config["global_batch_size"] == training_batch
         ):
-            continue
-        clips = config["train_samples"] or samples
-        compression = f", {config['compression']} gradients" if config.get("compression") else ""
-        ranks, bucket = config["world_size"], config["bucket_cap_mb"]
-        rows.append({"setup": f"this machine, DDP {ranks} rank(s), {bucket:g} MiB "
-                              f"buckets{compression}",
-                     "basis": f"measured on {clips} clips, scaled by steps to {samples}",
-                     "epoch_seconds": money.scale_epoch(record["result"]["epoch_seconds"], clips, samples,
+            key = (
+                config["world_size"],
+                config["bucket_cap_mb"],
+                config.get("compression"),
+                config["train_samples"],
+            )
+            launches.setdefault(key, []).append(record["result"]["epoch_seconds"])
+    for (ranks, bucket, compression, clips), epochs_measured in launches.items():
+        clips = clips or samples
+        gradients = f", {compression} gradients" if compression else ""
+        rows.append({"setup": f"this machine, DDP {ranks} rank(s), {bucket:g} MiB buckets{gradients}",
+                     "basis": f"measured on {clips} clips ({len(epochs_measured)} launch(es), median), "
+                              f"scaled by steps to {samples}",
+                     "epoch_seconds": money.scale_epoch(float(np.median(epochs_measured)), clips, samples,
                                                         training_batch), "hourly_price": None})  # fmt: skip
     table = money.cost_to_target(epochs, rows).assign(seconds_low=np.nan, seconds_high=np.nan,
                                                       dollars_low=np.nan, dollars_high=np.nan)  # fmt: skip
@@ -557,47 +553,3 @@ def result_costs(
         "dollars_low": predicted["dollars_per_run_low"],
         "dollars_high": predicted["dollars_per_run_high"]})  # fmt: skip
     return pd.concat([table, gpu_rows], ignore_index=True).assign(model=model)
-
-
-def banded(
-    frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
-) -> pd.Series:
-    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds);
-    ``whole`` numbers with thousands separators ("2,864 (920–8,320)"), an infinite one "unbounded"."""
-
-    def text(value) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "–"
-        if math.isinf(value):
-            return "unbounded"
-        return f"{value * scale:,.0f}" if whole else f"{value * scale:.{digits}g}"
-
-    triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
-    return pd.Series([f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples], index=frame.index)
-
-
-def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts."""
-    return pd.DataFrame({
-        "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
-        "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
-        "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
-        "dollars per run": banded(summary, "dollars_per_run"),
-        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "faster?": summary["faster"],
-        **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
-        "no dearer?": summary["dollars"], "basis": summary["basis"],
-    })  # fmt: skip
-
-
-def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
-    """``result_costs`` for reading: seconds and dollars as "central (lowest–highest)" where banded."""
-    seconds = [
-        f"{c:.4g}" if math.isnan(lo) else f"{c:.4g} ({lo:.4g}–{hi:.4g})"
-        for c, lo, hi in zip(costs["seconds"], costs["seconds_low"], costs["seconds_high"], strict=True)
-    ]
-    dollars = [
-        "–" if math.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})" if not math.isnan(lo) else f"{c:.3g}"
-        for c, lo, hi in zip(costs["dollars"], costs["dollars_low"], costs["dollars_high"], strict=True)
-    ]
-    return pd.DataFrame({"model": costs["model"], "setup": costs["setup"], "basis": costs["basis"],
-                         "epochs": costs["epochs"], "seconds": seconds, "dollars": dollars})  # fmt: skip

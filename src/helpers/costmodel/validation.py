@@ -10,6 +10,7 @@ import pandas as pd
 
 from helpers.costmodel.timemodel import TimeModel, _model_facts, predict_step
 from helpers.dataparallel import chunk_sizes
+from helpers.results import canonical_json
 from helpers.stats import spread
 
 
@@ -18,12 +19,13 @@ def measured_frame(
 ) -> pd.DataFrame:
     """Multi-rank step times to validate on: ``ddp_run`` (chapter 3) and ``dataparallel_timing`` (chapter 2).
 
-    One row per record with at least ``min_ranks`` ranks or replicas: the median of its timed steps and
-    their minimum and maximum (a DDP run's are the steps of its last epoch). With ``backend`` only the DDP
-    runs of that backend count (the time model prices one backend's all-reduce), with ``device`` ("cpu" or
-    "cuda") only the runs on that kind of device.
+    One row per configuration with at least ``min_ranks`` ranks or replicas. A DDP configuration launched
+    several times (chapter 3's ``launch`` numbers) is one measurement: the median of its launches' median
+    steps, and the fastest and slowest launch median (one launch: its fastest and slowest step). With
+    ``backend`` only the DDP runs of that backend count (the time model prices one backend's all-reduce),
+    with ``device`` ("cpu" or "cuda") only the runs on that kind of device.
     """
-    rows = []
+    groups: dict[str, dict] = {}
     for record in records:
         config, result = record["config"], record["result"]
         on = config.get("device") or str(config.get("devices", ["cpu"])[0])
@@ -42,12 +44,19 @@ def measured_frame(
                    "bucket_cap_mb": None, "compression": None}  # fmt: skip
         else:
             continue
-        timing = spread(result["step_seconds_all"])
-        rows.append({"measurement": record["key"], "model": config["model"], **row,
-                     "step_seconds": timing.median, "step_min": timing.low,
-                     "step_max": timing.high})  # fmt: skip
+        same = canonical_json({key: value for key, value in config.items() if key != "launch"})
+        group = groups.setdefault(same, {"measurement": record["key"], "model": config["model"], **row,
+                                         "launches": []})  # fmt: skip
+        group["launches"].append(result["step_seconds_all"])
+    rows = []
+    for group in groups.values():
+        launches = group.pop("launches")
+        medians = [spread(steps).median for steps in launches]
+        timing = spread(medians) if len(launches) > 1 else spread(launches[0])
+        rows.append({**group, "launches": len(launches), "step_seconds": spread(medians).median,
+                     "step_min": timing.low, "step_max": timing.high})  # fmt: skip
     columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
-               "compression", "step_seconds", "step_min", "step_max"]  # fmt: skip
+               "compression", "launches", "step_seconds", "step_min", "step_max"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -1,0 +1,139 @@
+"""What chapter 5 shows (chapter 5): the cost model's frames as a reader reads them — human column names with
+units, each banded figure as "central (lowest–highest)", and one frame where the chapter would otherwise
+loop, filter and pivot in view."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from IPython.display import Markdown
+
+from helpers.costmodel import money
+from helpers.costmodel.recommend import fastest_batches, result_band, result_costs, time_to_result
+
+
+def banded(
+    frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
+) -> pd.Series:
+    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds);
+    ``whole`` numbers with thousands separators ("2,864 (920–8,320)"), an infinite one "unbounded"."""
+
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "–"
+        if math.isinf(value):
+            return "unbounded"
+        return f"{value * scale:,.0f}" if whole else f"{value * scale:.{digits}g}"
+
+    triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
+    return pd.Series([f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples], index=frame.index)
+
+
+def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts."""
+    return pd.DataFrame({
+        "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
+        "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
+        "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
+        "dollars per run": banded(summary, "dollars_per_run"),
+        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "faster?": summary["faster"],
+        **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
+        "no dearer?": summary["dollars"], "basis": summary["basis"],
+    })  # fmt: skip
+
+
+def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
+    """``result_costs`` for reading: seconds and dollars as "central (lowest–highest)" where banded."""
+    seconds = [
+        f"{c:.4g}" if math.isnan(lo) else f"{c:.4g} ({lo:.4g}–{hi:.4g})"
+        for c, lo, hi in zip(costs["seconds"], costs["seconds_low"], costs["seconds_high"], strict=True)
+    ]
+    dollars = [
+        "–" if math.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})" if not math.isnan(lo) else f"{c:.3g}"
+        for c, lo, hi in zip(costs["dollars"], costs["dollars_low"], costs["dollars_high"], strict=True)
+    ]
+    return pd.DataFrame({"model": costs["model"], "setup": costs["setup"], "basis": costs["basis"],
+                         "epochs": costs["epochs"], "seconds": seconds, "dollars": dollars})  # fmt: skip
+
+
+def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
+    """``condition_table`` for reading: per-GPU and global batches as "central (lowest–highest)"."""
+    return pd.DataFrame({
+        "model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
+        "b*, all-reduce hidden (per GPU)": banded(conditions, "hide", whole=True),
+        "b*, above the fixed cost (per GPU)": banded(conditions, "floor", whole=True),
+        "global batch both need": banded(conditions, "global_batch", whole=True),
+        "against 2,700 clips": conditions["against the training set"],
+    })  # fmt: skip
+
+
+def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
+    """Section 5.3 per model: ``cost_table`` of ``result_costs``, or a sentence saying why there is none."""
+    shown = []
+    for name in models:
+        costs = result_costs(records, name, training_batch, target_accuracy, machines)
+        if costs is None:
+            shown.append(Markdown(f"No chapter 1 run of `{name}` at batch {training_batch} in this store."))
+        elif "reason" in costs:
+            shown.append(Markdown(f"`{name}` has no time to a result: it {costs['reason'].iloc[0]}."))
+        else:
+            shown.append(cost_table(costs).set_index(["model", "setup"]))
+    return shown
+
+
+VALIDATION_COLUMNS = {
+    "points": "configurations", "launches": "launches", "mape_percent": "mean |error| (%)",
+    "mean_error_percent": "mean error (%)", "min_ape_percent": "smallest |error| (%)",
+    "max_ape_percent": "largest |error| (%)", "predictions_above": "predictions above",
+    "within_measured_range": "inside measured range",
+    "measured_range_percent": "measured range (% of median)",
+}  # fmt: skip
+
+
+def validation_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """``validation.validation_summary`` for reading, rounded to 0.1."""
+    columns = [name for name in VALIDATION_COLUMNS if name in summary]
+    return summary.set_index(["model", "method"])[columns].rename(columns=VALIDATION_COLUMNS).round(1)
+
+
+def roofline_display(roofline: pd.DataFrame, batches) -> pd.DataFrame:
+    """The roofline's single-GPU step at ``batches``, per GPU and model, in ms with its band."""
+    rows = roofline[roofline["batch"].isin(batches)]
+    return (
+        rows.assign(step=banded(rows, "step_seconds", 1e3))
+        .pivot(index="gpu", columns=["model", "batch"], values="step")
+        .rename_axis(columns=["step in ms, central (lowest–highest)", "batch"])
+    )
+
+
+def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For one model: seconds and dollars to chapter 6's target at every machine and global batch (the
+    band, for the figure), and per machine the fastest global batch, for reading."""
+    bands = result_band(time_to_result(per_scenario, relation))
+    best = fastest_batches(bands)
+    shown = best.assign(**{"seconds to target": banded(best, "seconds_to_target"),
+                           "dollars to target": banded(best, "dollars_to_target")})  # fmt: skip
+    shown = shown[["machine", "gpus", "global_batch", "seconds to target", "dollars to target"]]
+    return bands, shown.rename(columns={"gpus": "GPUs", "global_batch": "fastest global batch"}).set_index(
+        "machine"
+    )
+
+
+PRICE_COLUMNS = {"gpu": "GPU", "gpus": "GPUs", "dollars": "dollars", "per": "per",
+                 "dollars_per_gpu": "dollars per GPU", "source": "source", "date": "date"}  # fmt: skip
+
+
+def price_display() -> pd.DataFrame:
+    """The dated price table for reading: exact prices, the price per GPU in dollars and cents."""
+    prices = money.price_table()
+    prices["dollars_per_gpu"] = prices["dollars_per_gpu"].map(money.money)
+    return prices.set_index("offer")[list(PRICE_COLUMNS)].rename(columns=PRICE_COLUMNS)
+
+
+def seed_verdict_display(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``seed.seed_verdict_table`` for reading: the four-GPU speed-up with its band, and the verdict."""
+    speedup = "speed-up, 4 GPUs over 1 (×)"
+    shown = verdicts.assign(**{speedup: banded(verdicts, "speedup")})
+    shown = shown[["model", "global_batch", speedup, "faster"]]
+    return shown.rename(columns={"global_batch": "batch", "faster": "verdict"}).set_index(["model", "batch"])
