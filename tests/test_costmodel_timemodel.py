@@ -10,7 +10,7 @@ from torch.utils.data import TensorDataset
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import timemodel
 from helpers.dataparallel import bytes_per_step
-from helpers.models import build_model, parameter_bytes, parameter_count
+from helpers.models import build_model, parameter_count
 from helpers.results import ResultStore
 
 # ----- compute calibration ------------------------------------------------------------------------------
@@ -108,13 +108,26 @@ def test_optimizer_seconds_per_parameter_from_single_replica_records():
 
 @pytest.mark.parametrize(
     ("model", "cap", "buckets"),
-    [("LinearNet", 25, 1), ("LinearNet", 0.25, 2), ("ConvNet", 25, 1), ("ConvNet", 0.25, 3)],
+    [
+        # DDP fills buckets in reverse registration order and closes one at the first tensor that takes
+        # it to the cap (0.25 MiB = 262,144 B). ConvNet: fc2 (40 + 4,000) and fc1 (400 + 800,000) =
+        # 804,440; conv3 (40 + 60,000) and conv2 (120 + 600,000) = 660,160; conv1 (200 + 40,000) = 40,200.
+        ("ConvNet", 0.25, [804_440, 660_160, 40_200]),
+        # LinearNet: the last three layers (440 + 4,040 + 400,400 = 404,880), then fc1 (4,000 + 48,000,000)
+        ("LinearNet", 0.25, [404_880, 48_004_000]),
+        ("LinearNet", 25, [48_408_880]),  # one bucket: the 48 MB weight alone passes 25 MiB
+        ("ConvNet", 25, [1_504_800]),
+    ],
 )
-def test_bucket_counts_match_chapter_three(model, cap, buckets):
-    sizes = timemodel.ddp_bucket_bytes(model, cap)
-    assert len(sizes) == buckets
-    assert sum(sizes) == parameter_bytes(build_model(model))
-    assert sum(timemodel.ddp_bucket_bytes(model, cap, "bf16")) == sum(sizes) / 2
+def test_buckets_are_ddp_s_by_hand(model, cap, buckets):
+    assert timemodel.ddp_bucket_bytes(model, cap) == buckets
+    assert timemodel.ddp_bucket_bytes(model, cap, "bf16") == [size / 2 for size in buckets]
+
+
+def test_a_ring_all_reduce_by_hand():
+    # LinearNet's 48,408,880 B on 8 GPUs: 2(k−1) = 14 steps of α + (N/k)β = 1e-5 + 6,051,110 × 1e-10
+    assert ring_all_reduce_seconds(48_408_880, 8, 1e-5, 1e-10) == pytest.approx(14 * (1e-5 + 6_051_110e-10))
+    assert pytest.approx(8.611554e-3) == 14 * (1e-5 + 6_051_110e-10)
 
 
 def test_overlap_of_buckets_with_backward():

@@ -15,6 +15,7 @@ def test_the_closure_follows_imports_and_launched_workers():
 
 def test_versions_are_per_module_and_stable():
     train = dependencies.module_version("helpers.train")
+    dependencies.code_version.cache_clear()  # computed afresh from the sources, not read from the cache
     assert train == dependencies.module_version("helpers.train") and len(train) == 16
     assert train != dependencies.module_version("helpers.collectives.runs")
     assert dependencies.module_version("test_something") == dependencies.code_version()

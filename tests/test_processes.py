@@ -14,7 +14,9 @@ def test_a_tree_is_stopped_with_its_grandchildren():
     sleeper = "import time; time.sleep(60)"
     script = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {sleeper!r}])\n{sleeper}"
     parent = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    time.sleep(1)
+    deadline = time.monotonic() + 60  # wait for the grandchild to exist, however busy the machine is
+    while not psutil.Process(parent.pid).children(recursive=True) and time.monotonic() < deadline:
+        time.sleep(0.05)
     family = [psutil.Process(parent.pid), *psutil.Process(parent.pid).children(recursive=True)]
     assert len(family) == 2
     processes.stop_process_tree(parent, grace_seconds=5)
