@@ -179,3 +179,6 @@ def test_lengths_and_epoch_bytes(fsdd):
     assert lengths["longer than 12,000 samples (cropped)"] == 2 and lengths["shortest"] < lengths["median"]
     table = data.epoch_bytes_table({"seed": 2000})
     assert table.loc["seed", "bytes"] == 96_000_000 and table.loc["seed", "MiB"] == 91.55
+    readable = data.epoch_bytes_table({"seed": 2000}, readable=True).loc["seed"]
+    assert readable.tolist() == ["2,000", "48,000", "96,000,000", "96.0", "91.55"]  # 96e6 / 2**20 = 91.55
+    assert data.length_table(fsdd.to_frame()).loc["longer than 12,000 samples (cropped)", "samples"] == "2"

@@ -91,3 +91,28 @@ def test_bytes_held_after_the_forward_pass_count_each_storage_once():
     # the int64 target (8 B). The input is not counted twice.
     assert models.held_bytes_per_sample(models.LinearNet()) == 48_000 + 4_000 + 400 + 40 + 40 + 40 + 8
     assert models.held_bytes_per_sample(models.ConvNet()) == 5_032_760 + 40 + 40 + 8
+
+
+def test_autocast_keeps_the_weight_copies_that_backward_needs():
+    """A matrix product keeps its weight only for its input's gradient: LinearNet's first layer (input: the
+    waveform) keeps no bf16 copy; a convolution keeps its weight always. The copies kept are exactly the
+    batch-independent bytes that ``saved_bytes_per_sample`` measures under bf16."""
+    assert models.kept_weight_copies(models.LinearNet()) == ["3: Linear", "5: Linear", "7: Linear"]
+    assert models.kept_weight_copies(models.ConvNet()) == [
+        "0: Conv1d", "3: Conv1d", "6: Conv1d", "10: Linear", "12: Linear",
+    ]  # fmt: skip
+    linear_copies = (100_000 + 1_000 + 100) * 2  # bf16 bytes of the weights of layers 3, 5 and 7
+    conv_copies = (10_000 + 150_000 + 15_000 + 200_000 + 1_000) * 2  # every weight, no bias
+    assert models.saved_bytes_per_sample(models.LinearNet(), torch.bfloat16)[1] == linear_copies == 202_200
+    assert models.saved_bytes_per_sample(models.ConvNet(), torch.bfloat16)[1] == conv_copies == 752_000
+    table = models.weight_copy_table()
+    assert table.loc[("LinearNet", "1: Linear")].tolist() == ["12,000,000", "no", "0"]
+    assert table.loc[("ConvNet", "3: Conv1d")].tolist() == ["150,000", "yes", "300,000"]
+
+
+def test_largest_batch_table_to_read():
+    table = models.largest_batch_table([11], readable=True)
+    assert table.index.name == "device memory (GiB)"
+    # (11 GiB - 4 x 1,504,800 bytes) // 5,032,760 bytes = 2,345
+    assert table.loc[11, ("ConvNet", "measured")] == "2,345"
+    assert list(table.columns.get_level_values(0)) == ["LinearNet", "LinearNet", "ConvNet", "ConvNet"]

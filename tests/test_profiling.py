@@ -3,12 +3,13 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers import data, profiling, train
+from helpers import data, profiling, results, train
 
 CUDA_TABLE = Path(__file__).parent / "data" / "profile-cuda-key-averages.json"
 
@@ -115,7 +116,9 @@ def test_profile_has_the_three_phases_and_operators(clips):
     assert "median of 3 unprofiled steps" in result["method"]
     assert "host is the device" in profiling.host_device_verdict(result)
     assert list(profiling.phase_frame({"LinearNet": result})["phase"]) == list(profiling.PHASES)
-    assert "host self ms" in profiling.operator_table(result)
+    table = profiling.operator_table(result)
+    assert table.index.name == "operator" and list(table.columns) == ["calls", "self time on the host (ms)"]
+    assert len(result["step_seconds_all"]) == 3 and result["autocast"] is None
 
 
 def test_profile_refuses_a_batch_larger_than_the_data(clips):
@@ -161,3 +164,104 @@ def test_backward_forward_ratio_reads_the_kernels_on_a_gpu(cuda_rows):
     """Hand-built CUDA table: the log-softmax backward's kernel (2.0 us) over the forward's (2.2 us)."""
     result = profiling.summarize_events(cuda_rows, gpu=True)
     assert profiling.backward_forward_ratio(result, "softmax") == pytest.approx(2.0 / 2.2)
+
+
+def test_convolutions_backward_arithmetic_from_the_layer_shapes():
+    """ConvNet's multiply-adds per sample, forward: 1x200x50x12001 + 50x100x30x3001 + 30x50x10x1001 =
+    120,010,000 + 450,150,000 + 15,015,000 = 585,175,000. Backward: every weight gradient (585,175,000)
+    and the input gradients of layers 2 and 3 (465,165,000), not of layer 1 (its input is the waveform)."""
+    assert profiling.expected_backward_forward_ratio("ConvNet") == pytest.approx(1_050_340_000 / 585_175_000)
+    assert round(profiling.expected_backward_forward_ratio("ConvNet"), 2) == 1.79
+    # LinearNet: 12,000x1,000 + 1,000x100 + 100x10 + 10x10 forward; backward without layer 1's input gradient
+    forward = 12_000_000 + 100_000 + 1_000 + 100
+    assert profiling.expected_backward_forward_ratio("LinearNet", "matmul") == pytest.approx(
+        (forward + forward - 12_000_000) / forward
+    )
+    said = profiling.backward_sentence(1.94, 1.79)
+    assert said.startswith("the backward convolutions took 1.94× the forward's time for 1.79× its")
+    assert "0.92× as fast as the forward ones (slower)" in said
+
+
+def fake_profile(rows: dict[str, float], step_ms: float, steps=(0.09, 0.1, 0.11)) -> dict:
+    """A CPU profile result with host self times (ms) per operator and the step's host total."""
+    events = [{"key": key, "device_type": "CPU", "is_user_annotation": False, "self_cpu_time_total": ms * 1e3,
+               "self_device_time_total": 0.0} for key, ms in rows.items()]  # fmt: skip
+    events.append({"key": "forward", "device_type": "CPU", "is_user_annotation": True,
+                   "self_cpu_time_total": 5e3, "self_device_time_total": 0.0})  # fmt: skip
+    return {"events": events, "device_seconds": None, "host_seconds": step_ms / 1e3,
+            "step_seconds_all": list(steps)}  # fmt: skip
+
+
+def test_operator_categories_add_up_to_the_step():
+    result = fake_profile({"aten::convolution_backward": 30, "aten::mkldnn_convolution": 10, "aten::mm": 5,
+                           "aten::copy_": 2, "aten::_to_copy": 1, "aten::sqrt": 4}, step_ms=60)  # fmt: skip
+    found = profiling.operator_categories(result)
+    assert found == pytest.approx({"convolutions": 0.040, "matrix products": 0.005,
+                                   "conversions and copies": 0.003, "everything else": 0.012})  # fmt: skip
+
+
+def test_where_bf16_loses_its_time():
+    categories = ["convolutions", "matrix products", "conversions and copies", "everything else"]
+    profiles = pd.DataFrame(
+        {"model": "ConvNet", "precision": ["float32"] * 4 + ["bf16"] * 4, "category": categories * 2,
+         "seconds": [1.0, 0.1, 0.0, 0.2, 20.0, 0.1, 0.3, 0.2]}
+    )  # fmt: skip
+    said = profiling.explain_precision(profiles, "ConvNet")
+    assert said.startswith("ConvNet's convolutions took 20,000 ms in bf16 against 1,000 ms in float32")
+    assert "conversions and copies added 300 ms" in said
+    assert said.endswith(
+        "of the 19,300 ms that the bf16 step took longer, the most is in the bf16 convolutions themselves, "
+        "not in the conversions"
+    )
+    table = profiling.precision_profile_table(profiles)
+    assert table.loc["the whole step", ("ConvNet", "bf16")] == "20,600.0"
+    converting = profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 2.0, 0.2])
+    assert profiling.explain_precision(converting, "ConvNet").endswith(
+        "in the conversions, not in the convolutions"
+    )
+    faster = profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 0.5, 0.1, 0.1, 0.2])
+    assert profiling.explain_precision(faster, "ConvNet").endswith("the bf16 step was 400 ms shorter")
+
+
+def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
+    inside = profiling.profile_sentence(fake_profile({}, step_ms=100))
+    assert inside == (
+        "one step under the profiler took 100 ms, the unprofiled steps 100 ms (90–110, 3 steps): the "
+        "profiled step lies inside their range, so the profiler's own bookkeeping does not show."
+    )
+    outside = profiling.profile_sentence(fake_profile({}, step_ms=200), swept_steps=[0.2, 0.2, 0.2])
+    assert "the profiled step took 2.00× their median" in outside
+    assert "the unprofiled steps against those: faster, 2.00× (1.82–2.22×)" in outside
+
+
+def test_adam_implementations_are_timed_against_torchs_default(clips, tmp_path):
+    assert profiling.default_adam_implementation("cpu") == "for-loop"
+    assert profiling.default_adam_implementation("cuda:0") == "foreach"
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        profiling.time_optimizer_phase("LinearNet", clips, batch_size=4, implementation="lbfgs")
+    store = results.ResultStore("test-adam", root=tmp_path, hardware={"cpu_model": "test"})
+    found = profiling.optimizer_comparison(
+        store, "LinearNet", clips, batch_size=4, timed_steps=1, device="cpu"
+    )
+    assert found["default"] == "for-loop" and set(found["speedups"]) <= {"foreach", "fused"}
+    assert found["table"].index[0] == "for-loop (torch's default here)"
+    assert len(store.records("optimizer_timing")) == 3 - len(found["unavailable"])
+    record = store.records("optimizer_timing")[0]
+    assert record["config"]["implementation"] in profiling.ADAM_IMPLEMENTATIONS
+    assert len(record["result"]["optimizer_seconds_all"]) == 1
+
+
+def test_adam_explained_next_to_the_copies():
+    fresh = {"bytes": 50_331_648, "seconds_per_byte": 1 / 1.6e9}
+    reused = {"bytes": 50_331_648, "seconds_per_byte": 1 / 8.6e9}
+    fused = {"speedup": 2.5, "low": 2.0, "high": 3.0, "verdict": "faster", "launches": None}
+    said = profiling.explain_adam({"speedups": {"fused": fused}, "unavailable": {}}, fresh, reused)
+    assert said.startswith(
+        "a copy of 50 MB ran at 1.6 GB/s into a fresh buffer and at 8.6 GB/s into a reused one"
+    )
+    assert "against the default: faster, 2.50× (2.00–3.00×), 60% less time" in said  # 1 - 1 / 2.5
+    unresolved = dict(fused, low=0.8, verdict="not resolved")
+    said = profiling.explain_adam({"speedups": {"fused": unresolved}, "unavailable": {}}, fresh, reused)
+    assert "not resolved, 2.50× (0.80–3.00×)" in said
+    missing = profiling.explain_adam({"speedups": {}, "unavailable": {"fused": "no"}}, fresh, reused)
+    assert missing.endswith("fused Adam is not available here (no)")

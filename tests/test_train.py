@@ -1,9 +1,12 @@
 """helpers.train: seeded training that learns, step timing with its method, bad input refused."""
 
+import math
+
+import pandas as pd
 import pytest
 import torch
 
-from helpers import data, results, train
+from helpers import data, results, stats, train
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +128,10 @@ def test_precision_comparison(small, tmp_path):
     assert set(found["steps"]["precision"]) == {"float32", "bf16"} and len(found["steps"]) == 4
     memory = found["memory"].set_index("precision")["saved_mib_per_sample"]
     assert memory["bf16"] < memory["float32"]
-    assert found["speedups"]["LinearNet"]["verdict"] in ("faster", "slower", "no measurable difference")
+    assert found["speedups"]["LinearNet"]["verdict"] in stats.VERDICTS
+    table = train.precision_memory_table(found["memory"])
+    assert table.loc[("LinearNet", "float32"), "kept for backward per sample (MiB)"] == "0.050"  # 52,440 B
+    assert table.loc[("LinearNet", "bf16"), "kept whatever the batch (MiB)"] == "0.193"  # 202,200 B
 
 
 def test_cuda_devices_are_named_with_their_index(monkeypatch):
@@ -135,3 +141,54 @@ def test_cuda_devices_are_named_with_their_index(monkeypatch):
     assert str(train.pick_device("auto")) == str(train.pick_device("cuda")) == "cuda:0"
     assert str(train.pick_device("cuda:1")) == "cuda:1"
     assert str(train.pick_device("cpu")) == "cpu"
+
+
+def test_chance_is_a_binomial_standard_error_away():
+    """38 of 300 test clips right (12.7 %) against guessing one of ten digits: p = 0.1, the standard error
+    sqrt(0.1 x 0.9 / 300) = sqrt(0.0003) = 0.017321, so 0.026667 / 0.017321 = 1.54 standard errors."""
+    found = train.against_chance(38 / 300, 300)
+    assert found["chance"] == 0.1 and found["standard_error"] == pytest.approx(math.sqrt(0.0003))
+    assert found["standard_errors_above"] == pytest.approx(1.5396, abs=1e-4)
+    assert found["verdict"] == "not distinguishable from chance"
+    assert found["position"] == "1.5 standard errors above"
+    assert train.against_chance(27 / 300, 300)["position"] == "0.6 standard errors below"  # -0.01 / 0.0173
+    # 131 of 300 (43.7 %): (0.43667 - 0.1) / 0.017321 = 19.4 standard errors
+    assert train.against_chance(131 / 300, 300)["verdict"] == "above chance"
+    assert train.against_chance(0.1 + 2 * math.sqrt(0.0003), 300)["verdict"] == "above chance"
+
+
+def test_tables_to_read():
+    history = pd.DataFrame({"model": ["A", "A"], "epoch": [1, 2], "train_accuracy": [0.1, 0.25],
+                            "test_accuracy": [0.1, 0.12666], "epoch_seconds": [3.0, 1234.56]})  # fmt: skip
+    final = train.final_table(history).loc["A"]
+    assert final.tolist() == [2, "25.0", "12.7", "1,234.6"]
+    steps = train.steps_frame([fake_step_record("A", 10, [0.1, 0.3, 0.2]), fake_step_record("A", 20, [0.05])])
+    table = train.sweep_table(steps)
+    assert table.index.names == ["model", "batch size"]
+    # steps of 0.1, 0.2, 0.3 s; 3 steps per epoch: epochs of 0.3, 0.6 and 0.9 s
+    assert table.loc[("A", 10)].tolist() == ["200", "0.6", "0.3–0.9", 3]
+    assert train.milliseconds([0.1, 0.3, 0.2]) == "200 ms (100–300, 3 steps)"
+    assert train.milliseconds([0.0123, 0.034, 0.0456], unit="") == "34.0 (12.3–45.6, 3 steps)"
+
+
+def test_batch_effect_is_the_largest_batch_against_the_smallest():
+    steps = train.steps_frame([fake_step_record("A", 10, [0.4, 0.5]), fake_step_record("A", 20, [0.1, 0.2]),
+                               fake_step_record("A", 50, [0.1, 0.1])])  # fmt: skip
+    effect = train.batch_effects(steps)["A"]
+    assert effect["speedup"] == pytest.approx(0.45 / 0.1) and effect["verdict"] == "faster"
+
+
+def test_optimizer_options_reach_the_constructor():
+    optimizer = train.make_optimizer("adam", torch.nn.Linear(2, 2).parameters(), 0.1, foreach=False)
+    assert optimizer.defaults["foreach"] is False and optimizer.defaults["lr"] == 0.1
+
+
+def test_training_batches_are_reshuffled_every_epoch():
+    chosen = train.epoch_batches(10, 6, seed=0, count=4)  # one full batch per epoch of 10
+    assert len(chosen) == 4 and all(len(index) == 6 for index in chosen)
+    assert len({tuple(index.tolist()) for index in chosen}) == 4  # a new shuffle each epoch
+    assert len(set(torch.cat(chosen).tolist())) > 6  # more clips than one cycled batch would ever see
+    again = train.epoch_batches(10, 6, seed=0, count=4)
+    assert all(a.equal(b) for a, b in zip(chosen, again, strict=True))
+    with pytest.raises(ValueError, match="exceeds the 10"):
+        train.epoch_batches(10, 11, seed=0, count=1)

@@ -259,16 +259,37 @@ def length_summary(clips: pd.DataFrame) -> dict:
     }
 
 
-def epoch_bytes_table(epochs: dict[str, int]) -> pd.DataFrame:
-    """Bytes of one epoch of float32 clips, for each ``{label: clips}``, in bytes, MB (10⁶) and MiB (2²⁰)."""
+def length_table(clips: pd.DataFrame) -> pd.DataFrame:
+    """``length_summary`` as a table to read: one row per figure, samples with thousands separators."""
+    return pd.Series({what: f"{count:,}" for what, count in length_summary(clips).items()}).to_frame(
+        "samples"
+    )
+
+
+def epoch_bytes_table(epochs: dict[str, int], readable: bool = False) -> pd.DataFrame:
+    """Bytes of one epoch of float32 clips, for each ``{label: clips}``, in bytes, MB (10⁶) and MiB (2²⁰).
+
+    ``readable``: the same as a table to read, units in the headers and thousands separators.
+    """
     clip_bytes = CLIP_SAMPLES * 4
-    return pd.DataFrame(
+    table = pd.DataFrame(
         [
             {"epoch": label, "clips": clips, "bytes per clip": clip_bytes, "bytes": clips * clip_bytes,
              "MB": round(clips * clip_bytes / 1e6, 1), "MiB": round(clips * clip_bytes / 2**20, 2)}
             for label, clips in epochs.items()
         ]
     ).set_index("epoch")  # fmt: skip
+    if not readable:
+        return table
+    return pd.DataFrame(
+        {
+            "clips": table["clips"].map("{:,}".format),
+            "bytes per clip": table["bytes per clip"].map("{:,}".format),
+            "bytes": table["bytes"].map("{:,}".format),
+            "MB (10⁶ bytes)": table["MB"].map("{:,.1f}".format),
+            "MiB (2²⁰ bytes)": table["MiB"].map("{:,.2f}".format),
+        }
+    )
 
 
 def take(dataset: TensorDataset, samples: int | None, seed: int = 0) -> TensorDataset:

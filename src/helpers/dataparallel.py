@@ -38,8 +38,10 @@ from helpers.train import (
     Timer,
     check_positive,
     make_optimizer,
+    milliseconds,
     pick_device,
     step_batches,
+    stored_step_timing,
     time_training_steps,
 )
 
@@ -321,20 +323,78 @@ def time_dataparallel_steps(
     }
 
 
-def verdict(single: dict, multi: dict) -> str:
-    """What k replicas did to one step, from measured times of 1 and k replicas (median step, spread).
-
-    The kind follows the measured ratio of transfer time to compute time with k replicas: a "network
-    choke" moves data longer than it computes, a "compute choke" (the seed's "GPU choke") the reverse.
-    The effect compares the repeated step times of 1 and k replicas (``helpers.stats.speedup``).
-    """
+def explain_replicas(single: dict, multi: dict, shared: bool) -> str:
+    """What k replicas did to one step, from the ``time_dataparallel_steps`` results of 1 and k replicas,
+    and why: the seed's label (a "network choke" moves data longer than it computes, a "compute choke",
+    the seed's "GPU choke", the reverse), the step against one replica (``helpers.stats.speedup``), and
+    how the compute itself changed, which the label does not see. ``shared``: the replicas share one
+    device, so each runs the whole model on the same cores."""
     ratio = multi["communication_to_compute"]
     kind = "network choke" if ratio >= 1 else "compute choke"
     change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
-    return (
-        f"{kind} here: with {multi['replicas']} replicas, moving data took {ratio:.2g}x the time of "
-        f"computing; one step against one replica: {describe_speedup(change)}"
+    compute = multi["compute_seconds"] / single["compute_seconds"]
+    moving, computing = multi["transfer_seconds"] * 1e3, multi["compute_seconds"] * 1e3
+    text = (
+        f"with {multi['replicas']} replicas moving data took {moving:,.0f} ms per step and computing "
+        f"{computing:,.0f} ms, {ratio:.2g}× as long: a {kind} by the seed's definition. The step against one "
+        f"replica: {describe_speedup(change)}. Computing alone took {compute:.2f}× as long as with one "
+        f"replica ({single['compute_seconds'] * 1e3:,.0f} ms)"
     )
+    if compute > 1.1 and shared:
+        return text + (
+            ": every replica runs the whole model on the same cores, its forward reading every weight and "
+            "its backward writing a gradient of every weight, so that work is done once per replica "
+            "whatever the chunk."
+        )
+    if compute < 1 / 1.1 and shared:
+        return text + ": the replicas' threads kept busy cores that one replica's operators left idle."
+    return text + "."
+
+
+def moved_table(moved: dict) -> pd.DataFrame:
+    """The bytes each phase of one step moved between replicas (a ``StepReport``'s ``bytes``), to read."""
+    return pd.DataFrame(
+        {"bytes moved": {phase.replace("_", " "): f"{count:,}" for phase, count in moved.items()}}
+    )
+
+
+def bytes_table(names, replica_counts, samples: int, batch_size: int) -> pd.DataFrame:
+    """``bytes_per_epoch`` to read: MB (10⁶ bytes) per phase and in total (rows), per model and replica
+    count (columns), for one epoch of ``samples`` clips at ``batch_size``."""
+    columns = {}
+    for name in names:
+        model = build_model(name)
+        for replicas in replica_counts:
+            counted = bytes_per_epoch(model, samples=samples, batch_size=batch_size, replicas=replicas)
+            counted["total"] = sum(counted.values())
+            columns[(name, f"{replicas} replicas")] = {
+                phase.replace("_", " "): f"{count / 1e6:,.1f}" for phase, count in counted.items()
+            }
+    return pd.DataFrame(columns).rename_axis("MB moved per epoch")
+
+
+def against_chapter_one(
+    store, records: list[dict], train_set: TensorDataset, device: str, **settings
+) -> dict:
+    """Each one-replica record of ``records`` against chapter 1's plain training step at the same model
+    and batch (``train.stored_step_timing`` with chapter 1's Adam, learning rate 1e-3, and ``settings``):
+    ``table`` (to read: both spreads and ``speedup`` of the replica over chapter 1), ``verdicts`` (how
+    many comparisons gave each verdict) and ``reused`` (whether every chapter-1 record came from the
+    store rather than being measured here)."""
+    before, rows = len(store.records("step_timing")), []
+    for record in (r for r in records if r["result"]["replicas"] == 1):
+        name, size, one = record["config"]["model"], record["config"]["batch_size"], record["result"]
+        plain = stored_step_timing(store, name, train_set, batch_size=size, optimizer="adam", lr=1e-3,
+                                   device=device, **settings)["result"]  # fmt: skip
+        change = speedup(plain["step_seconds_all"], one["step_seconds_all"])
+        rows.append({"model": name, "batch size": size,
+                     "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
+                     "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
+                     "one replica against chapter 1": describe_speedup(change),
+                     "verdict": change["verdict"]})  # fmt: skip
+    table = pd.DataFrame(rows).set_index(["model", "batch size"])
+    return {"table": table.drop(columns="verdict"), "verdicts": table["verdict"].value_counts().to_dict(),
+            "reused": len(store.records("step_timing")) == before}  # fmt: skip
 
 
 def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:
@@ -406,6 +466,49 @@ def stored_dataparallel_timing(store, model_name: str, train_set: TensorDataset,
     return store.measure(config, lambda: time_dataparallel_steps(model_name, train_set, **settings))
 
 
+TRANSFER_GROUPS = {
+    "all transfer phases": TRANSFER_PHASES,
+    "broadcast parameters": ("broadcast_parameters",),
+    "reduce gradients": ("reduce_gradients",),
+}
+
+
+def transfer_points(records: list[dict]) -> pd.DataFrame:
+    """One row per ``dataparallel_timing`` record with two replicas or more and per group of transfer
+    phases (``TRANSFER_GROUPS``): the bytes that group moved per step and its median seconds."""
+    rows = []
+    for record in records:
+        result = record["result"]
+        if result["replicas"] < 2:
+            continue
+        for group, phases in TRANSFER_GROUPS.items():
+            rows.append({"phases": group, "model": record["config"]["model"], "replicas": result["replicas"],
+                         "batch_size": record["config"]["batch_size"],
+                         "bytes": sum(result["bytes_per_step"].get(phase, 0) for phase in phases),
+                         "seconds": sum(result["phase_seconds"][phase] for phase in phases)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def transfer_fits(points: pd.DataFrame) -> dict[str, dict]:
+    """``fit_seconds_per_byte`` per group of ``transfer_points``."""
+    return {
+        group: fit_seconds_per_byte(rows["bytes"], rows["seconds"])
+        for group, rows in points.groupby("phases", sort=False)
+    }
+
+
+def phase_speeds(points: pd.DataFrame, min_bytes: float = 10e6) -> dict[str, tuple[float, float]]:
+    """Per group of ``transfer_points``: the slowest and the fastest bytes per second of its configurations
+    that moved at least ``min_bytes`` per step (where a copy's fixed start-up does not dominate; every
+    configuration where none did)."""
+    speeds = {}
+    for group, rows in points.groupby("phases", sort=False):
+        large = rows[rows["bytes"] >= min_bytes]
+        rate = (large if len(large) else rows).pipe(lambda f: f["bytes"] / f["seconds"])
+        speeds[group] = (float(rate.min()), float(rate.max()))
+    return speeds
+
+
 def fit_seconds_per_byte(bytes_moved, seconds) -> dict:
     """Least-squares line seconds = intercept + slope x bytes (the seed's "Time = const x Transfer").
 
@@ -457,10 +560,11 @@ def torch_comparison(torch_records: list[dict], ours: list[dict]) -> pd.DataFram
     rows = []
     for record in torch_records:
         model, replicas, batch = key(record)
-        rows.append({"model": model, "replicas": replicas, "batch_size": batch,
-                     "torch step s": record["result"]["step_seconds"],
-                     "rebuilt step s": rebuilt.get((model, replicas, batch))})  # fmt: skip
-    return pd.DataFrame(rows)
+        ours = rebuilt.get((model, replicas, batch))
+        rows.append({"model": model, "replicas": replicas, "batch size": batch,
+                     "torch.nn.DataParallel step (ms)": f"{record['result']['step_seconds'] * 1e3:,.1f}",
+                     "rebuilt step (ms)": f"{ours * 1e3:,.1f}" if ours else "—"})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["model", "replicas", "batch size"])
 
 
 def copy_seconds_per_byte(

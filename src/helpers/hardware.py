@@ -77,7 +77,7 @@ def cpu_model() -> str:
 
 def bf16_units(device: str = "cpu") -> str:
     """Whether ``device`` computes bfloat16 natively: GPUs from compute capability 8.0 (tensor cores),
-    CPUs with AVX512-BF16 or AMX; elsewhere bf16 arithmetic is converted to float32 and back."""
+    CPUs with AVX512-BF16 or AMX; elsewhere bf16 kernels work through float32, some cheaply, some not."""
     if str(device).startswith("cuda"):
         major, _ = torch.cuda.get_device_capability(torch.device(device))
         return "this GPU has bf16 tensor cores" if major >= 8 else "this GPU has no bf16 tensor cores"
@@ -89,7 +89,8 @@ def bf16_units(device: str = "cpu") -> str:
     return (
         "this CPU has bf16 units (AVX512-BF16 or AMX)"
         if native
-        else ("this CPU has no bf16 units, so bf16 is converted to float32 and back around each operation")
+        else "this CPU has no bf16 units: its kernels reach bf16 through float32, at a cost that depends "
+        "on the operator"
     )
 
 

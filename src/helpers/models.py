@@ -217,8 +217,11 @@ def size_table(names=("LinearNet", "ConvNet")) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("model")
 
 
-def largest_batch_table(budgets_gib, names=("LinearNet", "ConvNet")) -> pd.DataFrame:
-    """The largest batch per model and memory budget (GiB), by the seed's accounting and as measured."""
+def largest_batch_table(budgets_gib, names=("LinearNet", "ConvNet"), readable: bool = False) -> pd.DataFrame:
+    """The largest batch per model and memory budget (GiB), by the seed's accounting and as measured.
+
+    ``readable``: one row per budget, a column per model and accounting, with thousands separators.
+    """
     rows = []
     for name in names:
         model = build_model(name)
@@ -234,4 +237,60 @@ def largest_batch_table(budgets_gib, names=("LinearNet", "ConvNet")) -> pd.DataF
                     ),
                 }
             )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not readable:
+        return table
+    wide = table.pivot(index="memory GiB", columns="model").swaplevel(axis=1)
+    wide = wide[[(name, kind) for name in names for kind in table.columns[2:]]]
+    wide.columns = pd.MultiIndex.from_tuples(
+        [(name, kind.removeprefix("largest batch (").removesuffix(")")) for name, kind in wide.columns]
+    )
+    return wide.map("{:,}".format).rename_axis("device memory (GiB)")
+
+
+def kept_weight_copies(model: nn.Module, autocast_dtype=torch.bfloat16, device="cpu") -> list[str]:
+    """The layers whose ``autocast_dtype`` copy of the weight autograd keeps for backward (``"3: Conv1d"``).
+
+    Autocast casts each weight for its layer's forward; the copy outlives the forward only where backward
+    needs it: a matrix product keeps its weight only for the gradient of its input, so the first layer of
+    ``LinearNet`` (whose input, the waveform, needs none) keeps none, while a convolution keeps its weight
+    whatever it will compute.
+    """
+    model = model.to(device)
+    shapes = {
+        tuple(module.weight.shape): f"{index}: {type(module).__name__}"
+        for index, module in enumerate(model)
+        if isinstance(getattr(module, "weight", None), torch.Tensor)
+    }
+    kept: set[str] = set()
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        shape = tuple(tensor.shape)  # a matrix product saves the transposed view of the copy
+        for candidate in (shape, shape[::-1]):
+            if tensor.dtype == autocast_dtype and candidate in shapes:
+                kept.add(shapes[candidate])
+        return tensor
+
+    inputs = torch.zeros(3, 1, CLIP_SAMPLES, device=device)  # 3: no weight has a dimension of 3
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+    with hooks, torch.autocast(inputs.device.type, dtype=autocast_dtype):
+        model(inputs)
+    return [name for name in shapes.values() if name in kept]
+
+
+def weight_copy_table(names=("LinearNet", "ConvNet"), autocast_dtype=torch.bfloat16) -> pd.DataFrame:
+    """Per layer with weights: its weights and whether autograd keeps their ``autocast_dtype`` copy for
+    backward, with the bytes that copy takes: the batch-independent memory that autocast adds."""
+    rows = []
+    for name in names:
+        model = build_model(name)
+        kept = kept_weight_copies(model, autocast_dtype)
+        element = torch.empty((), dtype=autocast_dtype).element_size()
+        for index, module in enumerate(model):
+            if isinstance(getattr(module, "weight", None), torch.Tensor):
+                layer = f"{index}: {type(module).__name__}"
+                weights = module.weight.numel()
+                rows.append({"model": name, "layer": layer, "weights": f"{weights:,}",
+                             "copy kept for backward": "yes" if layer in kept else "no",
+                             "bytes kept": f"{weights * element if layer in kept else 0:,}"})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["model", "layer"])

@@ -22,7 +22,16 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
 from helpers.models import build_model
-from helpers.train import check_positive, make_optimizer, pick_device, to_device, training_step
+from helpers.stats import describe_speedup, speedup, spread
+from helpers.train import (
+    check_positive,
+    make_optimizer,
+    milliseconds,
+    pick_device,
+    step_batches,
+    to_device,
+    training_step,
+)
 
 PHASES = ("forward", "backward", "optimizer")
 TIMES = ("cpu_time_total", "self_cpu_time_total", "device_time_total", "self_device_time_total")
@@ -136,8 +145,10 @@ def profile_training_step(
     warmup_steps: int = 1,
     timed_steps: int = 5,
     top: int = 12,
+    autocast_dtype: torch.dtype | None = None,
 ) -> dict:
-    """Where the time of one training step goes, after ``warmup_steps`` warm-up steps.
+    """Where the time of one training step goes, after ``warmup_steps`` warm-up steps (under autocast to
+    ``autocast_dtype`` if given).
 
     ``phases`` (forward, backward, optimizer): medians over ``timed_steps`` steps run without the profiler,
     host seconds and, on a GPU, device seconds from CUDA events (``PhaseClock``; None on a CPU). Without
@@ -145,7 +156,8 @@ def profile_training_step(
     "backward" range on the main thread misses the kernels that autograd's device thread launches.
     Then one step under torch.profiler: ``events`` (its ``key_averages`` rows, kept so that a record
     holds the whole table), ``operators`` and the ``host_seconds`` and ``device_seconds`` totals
-    (``summarize_events``; the host total includes the profiler's own overhead).
+    (``summarize_events``; the host total includes the profiler's own overhead). ``step_seconds_all``: each
+    unprofiled step's phases added up (device seconds on a GPU), to set the profiled step against.
     """
     check_positive(batch_size=batch_size, timed_steps=timed_steps)
     if batch_size > len(train_set):
@@ -156,7 +168,8 @@ def profile_training_step(
     model = build_model(model_name).to(target)
     optim = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = to_device(train_set, target).tensors
-    batch = (model, optim, inputs[:batch_size], targets[:batch_size], nn.functional.cross_entropy)
+    batch = (model, optim, inputs[:batch_size], targets[:batch_size], nn.functional.cross_entropy,
+             autocast_dtype)  # fmt: skip
     for _ in range(warmup_steps):
         training_step(*batch)
     timed = []
@@ -182,6 +195,8 @@ def profile_training_step(
     return {
         "device": str(target),
         "batch_size": batch_size,
+        "autocast": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
+        "step_seconds_all": [sum(step[name][1 if on_gpu else 0] for name in PHASES) for step in timed],
         "method": f"phases: median of {timed_steps} unprofiled steps ({clocks}); operators and totals: one "
         f"step under torch.profiler; after {warmup_steps} warm-up step(s)",
         "phases": phases,
@@ -218,11 +233,14 @@ def host_device_verdict(result: dict) -> str:
 def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
     """The ``rows`` costliest operators of a profiled step, self time in milliseconds (the device's column
     only where there is a device apart from the host)."""
-    frame = pd.DataFrame(result["operators"]).head(rows)
-    frame = frame.dropna(axis=1, how="all")
-    times = [column for column in frame if column.endswith("_seconds")]
-    frame[times] = frame[times] * 1e3
-    return frame.rename(columns={c: c.replace("_self_seconds", " self ms") for c in times})
+    frame = pd.DataFrame(result["operators"]).head(rows).dropna(axis=1, how="all")
+    names = {
+        "host_self_seconds": "self time on the host (ms)",
+        "device_self_seconds": "self time on the GPU (ms)",
+    }
+    for column in [c for c in names if c in frame]:
+        frame[column] = (frame[column] * 1e3).map("{:,.1f}".format)
+    return frame.rename(columns=names).set_index("operator")
 
 
 def backward_forward_ratio(result: dict, operation: str = "convolution") -> float:
@@ -240,3 +258,239 @@ def backward_forward_ratio(result: dict, operation: str = "convolution") -> floa
     if not forward:
         raise ValueError(f"no forward {operation} operator among the profiled step's costliest operators")
     return backward / forward
+
+
+def expected_backward_forward_ratio(model_name: str, kind: str = "conv") -> float:
+    """Multiply-adds of the backward pass of the layers of ``kind`` ("conv" or "matmul") over those of their
+    forward pass, counted from the layers' shapes (``helpers.costmodel.gpus.layer_costs``): a weight
+    gradient for every layer, an input gradient for every layer but the first (its input needs none)."""
+    from helpers.costmodel.gpus import layer_costs
+
+    costs = layer_costs(model_name)
+    rows = costs[costs["kind"] == kind].groupby("phase")["multiply_add_flops_per_sample"].sum()
+    return float(rows["backward"] / rows["forward"])
+
+
+def backward_sentence(measured: float, expected: float) -> str:
+    """What a measured backward/forward time ratio says against the ratio of the arithmetic."""
+    relative = expected / measured
+    pace = "faster" if relative > 1 else "slower"
+    return (
+        f"the backward convolutions took {measured:.2f}× the forward's time for {expected:.2f}× its "
+        f"multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the forward ones ({pace})"
+    )
+
+
+def profile_sentence(result: dict, swept_steps: list[float] | None = None) -> str:
+    """One profiled step against the unprofiled steps that timed its phases, and, where the batch-size
+    sweep timed the same batch (``swept_steps``), those against the sweep's steps."""
+    profiled = result["host_seconds"] if result["device_seconds"] is None else result["device_seconds"]
+    unprofiled = spread(result["step_seconds_all"])
+    text = (
+        f"one step under the profiler took {profiled * 1e3:,.0f} ms, the unprofiled steps "
+        f"{milliseconds(result['step_seconds_all'])}"
+    )
+    if unprofiled.low <= profiled <= unprofiled.high:
+        text += ": the profiled step lies inside their range, so the profiler's own bookkeeping does not show"
+    else:
+        text += (
+            f": the profiled step took {profiled / unprofiled.median:.2f}× their median, the profiler's own "
+            "bookkeeping and whatever else the machine ran in that second"
+        )
+    if swept_steps:
+        change = speedup(swept_steps, result["step_seconds_all"])
+        swept = milliseconds(swept_steps)
+        text += (
+            f". The batch-size sweep timed this batch at {swept}; the unprofiled steps against those: "
+            f"{describe_speedup(change)}"
+        )
+    return text + "."
+
+
+CATEGORIES = (
+    ("convolutions", lambda name: "convolution" in name),
+    ("matrix products", lambda name: name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul")),
+    ("conversions and copies", lambda name: name in ("aten::to", "aten::_to_copy", "aten::copy_")),
+)
+
+
+def operator_categories(result: dict) -> dict[str, float]:
+    """Seconds of a profiled step by kind of operator (``CATEGORIES``), from its whole operator table: host
+    self time on a CPU, the time of the kernels each operator launched on a GPU; "everything else" is the
+    rest of the step's total (the phases' host wall time, or the GPU's kernel time)."""
+    gpu = result["device_seconds"] is not None
+    column = "self_device_time_total" if gpu else "self_cpu_time_total"
+    totals = dict.fromkeys([name for name, _ in CATEGORIES], 0.0)
+    for row in result["events"]:
+        if row["device_type"] == "CPU" and not row["is_user_annotation"]:
+            category = next((name for name, test in CATEGORIES if test(row["key"])), None)
+            if category:
+                totals[category] += row[column] / 1e6
+    step = result["device_seconds"] if gpu else result["host_seconds"]
+    totals["everything else"] = max(step - sum(totals.values()), 0.0)
+    return totals
+
+
+def precision_profiles(
+    names, train_set: TensorDataset, batch_size: int, device: str = "auto"
+) -> pd.DataFrame:
+    """One profiled step of each model in float32 and under bf16 autocast, by kind of operator
+    (``operator_categories``): one row per model, precision and category, in seconds."""
+    rows = []
+    for name in names:
+        for precision, dtype in (("float32", None), ("bf16", torch.bfloat16)):
+            result = profile_training_step(name, train_set, batch_size=batch_size, device=device,
+                                           timed_steps=1, autocast_dtype=dtype)  # fmt: skip
+            rows += [{"model": name, "precision": precision, "category": category, "seconds": seconds}
+                     for category, seconds in operator_categories(result).items()]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def precision_profile_table(profiles: pd.DataFrame) -> pd.DataFrame:
+    """``precision_profiles`` to read: milliseconds per kind of operator (rows) and model and precision
+    (columns), with the step's total."""
+    table = profiles.pivot_table(
+        index="category", columns=["model", "precision"], values="seconds", sort=False
+    )
+    table.loc["the whole step"] = table.sum()
+    return (table * 1e3).map("{:,.1f}".format).rename_axis(index="milliseconds of one step")
+
+
+def explain_precision(profiles: pd.DataFrame, model: str) -> str:
+    """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
+    arithmetic (convolutions if it has any, else matrix products), the conversions, and which kind of
+    operator holds most of the difference. Plain text (no markup), to be glued into a sentence."""
+    rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
+    main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
+    extra = rows["bf16"] - rows["float32"]
+    text = (
+        f"{model}'s {main} took {rows.loc[main, 'bf16'] * 1e3:,.0f} ms in bf16 against "
+        f"{rows.loc[main, 'float32'] * 1e3:,.0f} ms in float32, and conversions and copies added "
+        f"{extra['conversions and copies'] * 1e3:,.0f} ms"
+    )
+    if extra.sum() <= 0:
+        return text + f": the bf16 step was {-extra.sum() * 1e3:,.0f} ms shorter"
+    largest = extra.idxmax()
+    cause = {main: f"in the bf16 {main} themselves, not in the conversions",
+             "conversions and copies": f"in the conversions, not in the {main}",
+             "everything else": "in the other operators (pooling, activations, the optimizer), not in the "
+             f"{main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
+    return text + f": of the {extra.sum() * 1e3:,.0f} ms that the bf16 step took longer, the most is {cause}"
+
+
+# Adam's three implementations in torch.optim, by the option that selects each.
+ADAM_IMPLEMENTATIONS = {
+    "for-loop": {"foreach": False},
+    "foreach": {"foreach": True},
+    "fused": {"fused": True},
+}
+
+
+def default_adam_implementation(device) -> str:
+    """What ``torch.optim.Adam`` runs when given no option: ``foreach`` on CUDA tensors, else the for-loop."""
+    return "foreach" if torch.device(device).type == "cuda" else "for-loop"
+
+
+def time_optimizer_phase(
+    model_name: str,
+    train_set: TensorDataset,
+    *,
+    batch_size: int,
+    implementation: str,
+    timed_steps: int = 5,
+    warmup_steps: int = 1,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "auto",
+) -> dict:
+    """Adam's update (the optimizer phase) and the whole step, timed over ``timed_steps`` training steps with
+    one of ``ADAM_IMPLEMENTATIONS`` (``PhaseClock``: CUDA events on a GPU), after ``warmup_steps``.
+
+    The for-loop updates one tensor at a time and writes intermediate results (``sqrt``, ``div``) into new
+    tensors; foreach does the same over lists of tensors; fused makes one pass per parameter without them.
+    """
+    if implementation not in ADAM_IMPLEMENTATIONS:
+        raise ValueError(
+            f"implementation must be one of {list(ADAM_IMPLEMENTATIONS)}, not {implementation!r}"
+        )
+    check_positive(timed_steps=timed_steps)
+    target = pick_device(device)
+    torch.manual_seed(seed)
+    model = build_model(model_name).to(target)
+    optim = make_optimizer("adam", model.parameters(), lr, **ADAM_IMPLEMENTATIONS[implementation])
+    inputs, targets = to_device(train_set, target).tensors
+    clock_index = 1 if target.type == "cuda" else 0
+    optimizer_seconds, step_seconds = [], []
+    for step, index in enumerate(step_batches(len(train_set), batch_size, seed, warmup_steps + timed_steps)):
+        clock = PhaseClock(target)
+        index = index.to(target)
+        training_step(model, optim, inputs[index], targets[index], nn.functional.cross_entropy, phase=clock)
+        if step >= warmup_steps:
+            seconds = clock.seconds()
+            optimizer_seconds.append(seconds["optimizer"][clock_index])
+            step_seconds.append(sum(seconds[name][clock_index] for name in PHASES))
+    return {
+        "implementation": implementation,
+        "optimizer_seconds": statistics.median(optimizer_seconds),
+        "optimizer_seconds_all": optimizer_seconds,
+        "step_seconds_all": step_seconds,
+        "method": f"median of {timed_steps} timed steps' optimizer phase, after {warmup_steps} warm-up "
+        "step(s)",
+    }
+
+
+def stored_optimizer_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
+    """``time_optimizer_phase`` through the results store."""
+    settings["device"] = str(pick_device(settings.get("device", "auto")))
+    config = {"kind": "optimizer_timing", "model": model_name, "train_samples": len(train_set),
+              "threads": torch.get_num_threads(), **settings}  # fmt: skip
+    return store.measure(config, lambda: time_optimizer_phase(model_name, train_set, **settings))
+
+
+def optimizer_comparison(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
+    """Adam's optimizer phase in each implementation torch offers on the device, against torch's default
+    there: ``table`` (to read), ``speedups`` (``helpers.stats.speedup`` against the default), ``default``
+    and ``unavailable`` ({implementation: torch's refusal}) where the device lacks one."""
+    default = default_adam_implementation(pick_device(settings.get("device", "auto")))
+    timed, unavailable = {}, {}
+    for name in ADAM_IMPLEMENTATIONS:
+        try:
+            record = stored_optimizer_timing(store, model_name, train_set, implementation=name, **settings)
+        except (RuntimeError, ValueError) as refusal:
+            unavailable[name] = str(refusal).splitlines()[0]
+            continue
+        timed[name] = record["result"]["optimizer_seconds_all"]
+    speedups = {name: speedup(timed[default], steps) for name, steps in timed.items() if name != default}
+    table = pd.DataFrame(
+        [
+            {"implementation": name + (" (torch's default here)" if name == default else ""),
+             "optimizer phase (ms)": milliseconds(steps, unit=""),
+             "against the default": describe_speedup(speedups[name]) if name in speedups else "—"}
+            for name, steps in timed.items()
+        ]
+    ).set_index("implementation")  # fmt: skip
+    return {"default": default, "table": table, "speedups": speedups, "unavailable": unavailable}
+
+
+def explain_adam(comparison: dict, fresh: dict, reused: dict) -> str:
+    """What ``optimizer_comparison`` says about the default Adam, next to the speed of a copy into a fresh
+    buffer and into a reused one (``dataparallel.copy_seconds_per_byte`` results)."""
+    fresh_speed, reused_speed = 1 / fresh["seconds_per_byte"] / 1e9, 1 / reused["seconds_per_byte"] / 1e9
+    text = (
+        f"a copy of {fresh['bytes'] / 1e6:,.0f} MB ran at {fresh_speed:.1f} GB/s into a fresh buffer and at "
+        f"{reused_speed:.1f} GB/s into a reused one"
+    )
+    fused = comparison["speedups"].get("fused")
+    if fused is None:
+        return text + f"; fused Adam is not available here ({comparison['unavailable'].get('fused', '')})"
+    if fused["verdict"] == "faster":
+        saved = 1 - 1 / fused["speedup"]
+        return text + (
+            f". Fused Adam does the same arithmetic in one pass without temporary tensors; against the "
+            f"default: {describe_speedup(fused)}, {saved:.0%} less time. That much of the default's "
+            "optimizer phase is writing temporaries, not Adam's arithmetic"
+        )
+    return text + (
+        f". Fused Adam against the default: {describe_speedup(fused)}, so the temporaries are not where the "
+        "optimizer's time goes here"
+    )

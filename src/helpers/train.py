@@ -8,6 +8,7 @@ of CUDA events read after synchronising; every time carries the ``method`` that 
 from __future__ import annotations
 
 import copy
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from helpers.data import FSDD_VERSION
 from helpers.models import MIB, build_model, saved_bytes_per_sample
 from helpers.results import ResultStore
-from helpers.stats import speedup
+from helpers.stats import speedup, spread
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
@@ -55,11 +56,11 @@ def check_positive(**values: int) -> None:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
-def make_optimizer(name: str, parameters, lr: float) -> torch.optim.Optimizer:
-    """SGD or Adam by name."""
+def make_optimizer(name: str, parameters, lr: float, **options) -> torch.optim.Optimizer:
+    """SGD or Adam by name; ``options`` go to its constructor (``foreach=False``, ``fused=True``)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, not {name!r}")
-    return OPTIMIZERS[name](parameters, lr=lr)
+    return OPTIMIZERS[name](parameters, lr=lr, **options)
 
 
 class Timer:
@@ -243,6 +244,24 @@ def step_batches(samples: int, batch_size: int, seed: int, count: int) -> list[t
     return [full[step % len(full)] for step in range(count)]
 
 
+def epoch_batches(samples: int, batch_size: int, seed: int, count: int) -> list[torch.Tensor]:
+    """``count`` full batches, the clips reshuffled every epoch (each shuffle's short remainder dropped).
+
+    Training progress needs every epoch reshuffled: ``step_batches`` cycles one shuffle (right for timing
+    the same batches), which would show the model the same batches in the same order epoch after epoch,
+    and at a batch of more than half the clips train on the same clips at every step and never on the
+    rest (chapter 4's stale gradients and chapter 6's steps to a target use this).
+    """
+    check_positive(batch_size=batch_size, count=count)
+    if batch_size > samples:
+        raise ValueError(f"batch_size {batch_size} exceeds the {samples} training samples")
+    generator = torch.Generator().manual_seed(seed)
+    found: list[torch.Tensor] = []
+    while len(found) < count:
+        found += [index for index in batches(samples, batch_size, generator) if len(index) == batch_size]
+    return found[:count]
+
+
 def time_training_steps(
     model_name: str,
     train_set: TensorDataset,
@@ -392,6 +411,90 @@ def precision_comparison(store: ResultStore, names, train_set, batch_size: int, 
 def spread_table(steps: pd.DataFrame, by: list[str], column: str = "epoch_seconds") -> pd.DataFrame:
     """Median, min and max of ``column`` per group of ``by``, and the number of repeats."""
     return steps.groupby(by)[column].agg(median="median", min="min", max="max", repeats="count").reset_index()
+
+
+def milliseconds(seconds, unit: str = " ms") -> str:
+    """Repeated seconds as ``1,234 ms (1,100–1,300, 5 steps)``: the median, then the fastest and the slowest,
+    in whole milliseconds from 100 ms up and with one decimal below."""
+    found = spread(seconds)
+    digits = 0 if found.median >= 0.1 else 1
+    low, median, high = (f"{value * 1e3:,.{digits}f}" for value in (found.low, found.median, found.high))
+    return f"{median}{unit} ({low}–{high}, {found.count} steps)"
+
+
+def sweep_table(steps: pd.DataFrame, by=("model", "batch_size")) -> pd.DataFrame:
+    """The timed steps of ``steps_frame`` (or ``dataparallel.steps_frame``) per group of ``by``, to read:
+    the median step in milliseconds, the epoch it implies in seconds, and the epochs that the fastest and
+    the slowest step imply."""
+    by = list(by)
+    step = spread_table(steps, by, "step_seconds").set_index(by)
+    epoch = spread_table(steps, by, "epoch_seconds").set_index(by)
+    table = pd.DataFrame(
+        {
+            "step time (ms), median": (step["median"] * 1e3).map("{:,.0f}".format),
+            "epoch time (s), median": epoch["median"].map("{:,.1f}".format),
+            "epoch time (s), fastest–slowest step": [
+                f"{low:,.1f}–{high:,.1f}" for low, high in zip(epoch["min"], epoch["max"], strict=True)
+            ],
+            "timed steps": step["repeats"],
+        }
+    )
+    return table.rename_axis([name.replace("_", " ") for name in by])
+
+
+def batch_effects(steps: pd.DataFrame) -> dict[str, dict]:
+    """Per model of ``steps_frame`` rows: how much faster an epoch runs at its largest batch than at its
+    smallest (``helpers.stats.speedup`` of the epochs the timed steps imply)."""
+    effects = {}
+    for model, rows in steps.groupby("model", sort=False):
+        smallest, largest = rows["batch_size"].min(), rows["batch_size"].max()
+        epochs = {size: rows.loc[rows["batch_size"] == size, "epoch_seconds"] for size in (smallest, largest)}
+        effects[model] = speedup(epochs[smallest], epochs[largest])
+    return effects
+
+
+def final_table(history: pd.DataFrame) -> pd.DataFrame:
+    """The last epoch of each model's ``history_frame``, to read: accuracies in percent, the epoch's time."""
+    last = history.groupby("model", sort=False).last()
+    return pd.DataFrame(
+        {
+            "epochs": last["epoch"],
+            "training accuracy, running mean (%)": (last["train_accuracy"] * 100).map("{:.1f}".format),
+            "test accuracy (%)": (last["test_accuracy"] * 100).map("{:.1f}".format),
+            "last epoch's time (s)": last["epoch_seconds"].map("{:,.1f}".format),
+        }
+    )
+
+
+def against_chance(accuracy: float, clips: int, classes: int = 10, threshold: float = 2.0) -> dict:
+    """Whether a test accuracy on ``clips`` clips is above guessing among ``classes`` balanced classes.
+
+    A guess is right with probability p = 1/classes, so the accuracy of guesses on n clips has the binomial
+    standard error sqrt(p(1 − p)/n). An accuracy ``threshold`` standard errors or more above p is "above
+    chance"; below that, guessing would reach it too often to tell the two apart.
+    """
+    chance = 1 / classes
+    error = math.sqrt(chance * (1 - chance) / clips)
+    above = float((accuracy - chance) / error)
+    return {
+        "chance": chance,
+        "standard_error": error,
+        "standard_errors_above": above,
+        "position": f"{abs(above):.1f} standard errors {'above' if above >= 0 else 'below'}",
+        "verdict": "above chance" if above >= threshold else "not distinguishable from chance",
+    }
+
+
+def precision_memory_table(memory: pd.DataFrame) -> pd.DataFrame:
+    """``precision_comparison``'s memory rows, to read: MiB kept for backward per sample and whatever the
+    batch, per model and precision."""
+    return pd.DataFrame(
+        {
+            "kept for backward per sample (MiB)": memory["saved_mib_per_sample"].map("{:.3f}".format).values,
+            "kept whatever the batch (MiB)": memory["saved_mib_fixed"].map("{:.3f}".format).values,
+        },
+        index=pd.MultiIndex.from_frame(memory[["model", "precision"]]),
+    )
 
 
 def main() -> None:
