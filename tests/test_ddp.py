@@ -1,17 +1,26 @@
 """helpers.ddp: the traffic recorder and the ring formula (the worker itself runs in tests/test_launch.py)."""
 
+import math
+
 import pandas as pd
 import pytest
 
 from helpers import ddp
+from helpers.results import ResultStore
 
 
-def test_recorder_groups_buckets_by_step():
+def test_recorder_groups_buckets_by_step_and_times_each():
     recorder = ddp.TrafficRecorder()
     recorder.next_step()
-    recorder.buckets[recorder.step] += [100, 28]
+    first = recorder.start(100)
+    second = recorder.start(28)
+    recorder.finish(*second)  # buckets may finish in any order: each has its place
+    recorder.finish(*first)
     recorder.next_step()
     assert recorder.buckets == [[100, 28], []]
+    assert [len(step) for step in recorder.seconds] == [2, 0]
+    assert all(0 <= seconds < 1 for seconds in recorder.seconds[0])
+    assert first[:2] == (0, 0) and second[:2] == (0, 1)
 
 
 @pytest.mark.parametrize(("world_size", "sent"), [(1, 0), (2, 100), (4, 150), (8, 175)])
@@ -39,8 +48,32 @@ def test_summary_of_a_run():
     assert (
         summary["all_reduced_bytes_per_step"] == 100 and summary["ring_bytes_sent_per_rank_per_step"] == 150
     )
-    assert summary["method"].startswith("wall time of epoch 2")
+    assert summary["method"].startswith("wall time of each step on rank 0 after the first 0 (warm-up)")
     assert summary["steps_per_epoch"] == 1 and summary["step_seconds_all"] == []
+    assert summary["bucket_bytes"] == [60, 40] and summary["allreduce_seconds_all"] == []
+
+
+def test_warm_up_steps_are_left_out_and_each_bucket_counts_with_its_last_rank():
+    history = [{"epoch": 1, "epoch_seconds": 1.6, "train_loss": 2.0, "step_seconds": [1.0, 0.6]},
+               {"epoch": 2, "epoch_seconds": 0.9, "train_loss": 1.5, "step_seconds": [0.5, 0.4],
+                "train_accuracy": 0.5, "test_accuracy": 0.4}]  # fmt: skip
+    rank = {"world_size": 2, "history": history, "bucket_bytes_per_step": [[60, 40]] * 4,
+            "gradient_bytes": 100, "threads": 1}  # fmt: skip
+    early = {**rank, "bucket_seconds_per_step": [[0.5, 0.5], [0.3, 0.2], [0.25, 0.1], [0.2, 0.1]]}
+    late = {**rank, "bucket_seconds_per_step": [[0.1, 0.1], [0.05, 0.3], [0.02, 0.04], [0.4, 0.01]]}
+    summary = ddp.summarize_run([early, late], warmup_steps=1)
+    assert summary["step_seconds_all"] == [0.6, 0.5, 0.4] and summary["warmup_steps"] == 1
+    # per step, each bucket's shortest time over the ranks, summed: 0.05 + 0.2, 0.02 + 0.04, 0.2 + 0.01
+    assert summary["allreduce_seconds_all"] == pytest.approx([0.25, 0.06, 0.21])
+
+
+def test_a_warm_up_that_leaves_nothing_to_time_is_refused():
+    config = ddp.ddp_config(train_samples=40, global_batch_size=20, epochs=2, warmup_steps=3)
+    assert ddp.planned_steps(config) == 4  # 40 // 20 = 2 steps per epoch, 2 epochs
+    ddp.check_timed_steps(config)
+    with pytest.raises(ValueError, match="warmup_steps 4 leaves no timed step of the 4 steps"):
+        ddp.check_timed_steps({**config, "warmup_steps": 4})
+    assert ddp.planned_steps(ddp.ddp_config(train_samples=None)) == 2 * (2700 // 50)
 
 
 def test_traffic_per_epoch_keeps_inputs_and_halves_all_reduce_as_the_batch_doubles():
@@ -52,17 +85,54 @@ def test_traffic_per_epoch_keeps_inputs_and_halves_all_reduce_as_the_batch_doubl
     assert table["ring bytes sent per rank, k=4"].tolist() == [85 * 2_257_200, 43 * 2_257_200, 22 * 2_257_200]
 
 
-def test_runs_frame_and_parity_summary():
+def test_runs_frame():
     record = {"result": {"test_accuracy": 0.5, "history": [1, 2], "step_seconds_all": [1.0, 3.0, 2.0]}}
     assert ddp.runs_frame([({"seed": 3}, record)]).to_dict("records") == [
         {"seed": 3, "test_accuracy": 0.5, "step_median": 2.0, "step_min": 1.0, "step_max": 3.0}
     ]
-    parity = pd.DataFrame(
-        {"seed": [0, 0, 1, 1], "ranks": [1, 2, 1, 2], "test_accuracy": [0.50, 0.55, 0.70, 0.60]}
-    )
-    summary = ddp.parity_summary(parity)
-    assert summary["largest_gap"] == pytest.approx(0.10)
-    assert summary["one_process_std"] == pytest.approx(pd.Series([0.5, 0.7]).std())
+
+
+PLAN = pd.DataFrame({"backend": ["gloo", "gloo"], "ranks": [1, 2], "runs": [True, True]})
+
+
+def test_the_chapter_s_launches_alternate_and_the_checks_launch_each_seed_once():
+    sweeps = ddp.chapter_sweeps(["LinearNet", "ConvNet"], PLAN, [0.25, 25], [None, "bf16"], [0, 1], 2)
+    assert {section: (len(s["variations"]), s["launches"]) for section, s in sweeps.items()} == {
+        "scaling": (4, 2), "buckets": (2, 2), "compression": (2, 2), "parity": (4, 1), "rounding": (2, 1)
+    }  # fmt: skip
+    assert sweeps["rounding"]["variations"][1] == {
+        "model": "ConvNet", "seed": 1, "compression": "bf16", "ranks": 2
+    }  # fmt: skip
+    order = ddp.launch_order(sweeps)
+    assert len(order) == 4 * 2 + 2 * 2 + 2 * 2 + 4 + 2  # 22 launches asked for
+    assert [number for _, _, number in order] == [0] * 14 + [1] * 8  # every launch 0 first
+    assert order[14] == ("scaling", {"model": "LinearNet", "backend": "gloo", "ranks": 1}, 1)
+
+
+def test_a_launch_that_two_sections_ask_for_is_measured_once(tmp_path, monkeypatch):
+    launched = []
+
+    def fake_launch(config, world_size, **options):
+        launched.append((config["model"], world_size, config["bucket_cap_mb"], config["compression"]))
+        history = [{"epoch": 1, "epoch_seconds": 1.0, "train_loss": 2.0, "test_accuracy": 0.1,
+                    "step_seconds": [0.2] * 8, "step_losses": [2.0] * 8}]  # fmt: skip
+        rank = {"world_size": world_size, "history": history, "bucket_bytes_per_step": [[100]] * 8,
+                "bucket_seconds_per_step": [[0.01]] * 8, "gradient_bytes": 100, "threads": 1}  # fmt: skip
+        return [rank] * world_size
+
+    monkeypatch.setattr(ddp, "launch", fake_launch)
+    store = ResultStore("test", root=tmp_path, hardware={"machine": "test"})
+    sweeps = ddp.chapter_sweeps(["LinearNet", "ConvNet"], PLAN, [0.25, 25], [None, "bf16"], [0], 2)
+    base = {"backend": "gloo", "train_samples": 16, "global_batch_size": 8, "epochs": 4, "warmup_steps": 2}
+    runs = ddp.run_sweeps(store, base, sweeps)
+    # scaling 4 x 2, ConvNet at 0.25 MiB x 2, LinearNet with bf16 x 2, ConvNet with bf16 for seed 0: the
+    # 25 MiB buckets, uncompressed LinearNet and seed 0's parity runs are scaling's launches again
+    assert len(launched) == 8 + 2 + 2 + 1
+    assert [len(pairs) for pairs in runs.values()] == [8, 4, 4, 2, 1]
+    assert runs["buckets"][3][0] == {"model": "ConvNet", "bucket_cap_mb": 25, "ranks": 2, "launch": 1}
+    assert runs["buckets"][3][1] is not None and runs["buckets"][3][1] == runs["scaling"][7][1]
+    assert runs["scaling"][0][1]["result"]["step_seconds_all"] == [0.2] * 6  # after 2 warm-up steps
+    assert ddp.launch_steps(runs["compression"], compression="bf16") == [[0.2] * 6] * 2
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 5])
@@ -91,3 +161,15 @@ def test_loss_parity_compares_every_step():
                       "largest_rel_difference": pytest.approx(0.001)}  # fmt: skip
     with pytest.raises(ValueError, match="not the same run"):
         ddp.loss_parity(run(2.0), run(2.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(1920.4, "1,920"), (56.71, "56.7"), (0.006451, "0.00645"), (2.0, "2.00"), (0, "0")]
+)
+def test_figures_keep_three_significant_digits_written_out(value, text):
+    assert ddp.significant(value) == text
+    assert ddp.significant(math.nan) == "–"
+
+
+def test_a_comparison_of_launches_counts_each_launch_by_its_median():
+    assert ddp.median_of_medians([[1, 2, 3], [4, 5, 6], [0.5]]) == 2  # medians 2, 5 and 0.5

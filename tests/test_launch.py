@@ -29,7 +29,16 @@ def checked(recordings, no_leftovers):
     yield
 
 
-@pytest.mark.parametrize(("model", "bucket_cap_mb"), [("LinearNet", 25), ("ConvNet", 0.5)])
+# LinearNet's parameters from its last layer back (DDP's order): 10 + 100 + 10 + 1,000 + 100 + 100,000
+# floats = 404,880 B close a 0.25 MiB (262,144 B) bucket with Linear(1000, 100)'s weight; the first layer's
+# 1,000 + 12,000,000 floats = 48,004,000 B form the next. At 25 MiB the bucket is still under its cap when
+# that 46 MiB weight arrives: one bucket of all 48,408,880 B.
+BUCKETS = {("LinearNet", 25): [48_408_880], ("LinearNet", 0.25): [404_880, 48_004_000]}
+
+
+@pytest.mark.parametrize(
+    ("model", "bucket_cap_mb"), [("LinearNet", 25), ("LinearNet", 0.25), ("ConvNet", 0.5)]
+)
 def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb):
     config = {
         **CONFIG,
@@ -44,9 +53,14 @@ def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bu
         assert result["gradient_bytes"] == expected
         assert [sum(step) for step in result["bucket_bytes_per_step"]] == [expected, expected]
         assert result["threads"] == 1  # two ranks share this machine's cores
+        timed = result["bucket_seconds_per_step"]  # each bucket's all-reduce, timed in the hook
+        assert [len(step) for step in timed] == [len(step) for step in result["bucket_bytes_per_step"]]
+        assert all(0 < seconds < 60 for step in timed for seconds in step)
     if model == "ConvNet":
         assert len(results[0]["bucket_bytes_per_step"][-1]) > 1  # a 0.5 MB cap splits 1.5 MB of gradients
-    assert [r["rank"] for r in results] == [0, 1] and "test_accuracy" in results[0]["history"][0]
+    else:  # after the first step, when DDP has rebuilt its buckets
+        assert results[0]["bucket_bytes_per_step"][-1] == BUCKETS[model, bucket_cap_mb]
+    assert [r["rank"] for r in results] == [0, 1] and "test_accuracy" in results[0]["history"][-1]
 
 
 def test_a_failing_rank_is_named_quickly(tmp_path):
@@ -95,6 +109,19 @@ def test_compression_halves_the_all_reduced_bytes(tmp_path, compression):
     config = {**CONFIG, "compression": compression}
     results = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path)
     assert [sum(step) for step in results[0]["bucket_bytes_per_step"]] == [48_408_880 // 2] * 2
+
+
+def test_the_launcher_s_rules_are_the_same_on_every_machine():
+    rules, reasons = launch.backend_rules(world_size=2, gpu_counts=(0, 1, 2))
+    assert rules.reset_index().values.tolist() == [
+        ["gloo", "cpu", "yes", "yes", "yes"], ["gloo", "cuda", "no", "yes", "yes"],
+        ["nccl", "cpu", "no", "no", "no"], ["nccl", "cuda", "no", "no", "yes"],
+    ]  # fmt: skip
+    assert list(rules.columns) == ["0 GPUs", "1 GPU", "2 GPUs"]
+    assert [reason.split(":")[0] for reason in reasons] == [
+        "device 'cuda' asked for, but no CUDA device is visible", "NCCL only moves CUDA tensors",
+        "NCCL needs one GPU per rank",
+    ]  # fmt: skip
 
 
 def test_backend_table_and_multi_node_command():

@@ -36,7 +36,10 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
     summary = lightning_ddp.summarize_lightning_run(results)
     assert summary["steps"] == 4 and summary["all_reduced_bytes_per_step"] == gradient_bytes
     assert 0 <= summary["test_accuracy"] <= 1 and 0 <= summary["train_accuracy"] <= 1
-    assert summary["method"].startswith("wall time of epoch 2 between barriers")
+    assert summary["method"].endswith("epoch 2 between barriers")
+    for result in results:  # every bucket of every step timed in the hook, on every rank
+        assert [len(step) for step in result["bucket_seconds_per_step"]] == [1] * 4
+        assert all(0 < seconds < 60 for step in result["bucket_seconds_per_step"] for seconds in step)
 
     # Same seed, weights, sampler, batches and optimizer: the same numbers as helpers.ddp.
     by_hand = launch.launch(CONFIG, 2, time_limit_seconds=120, output=tmp_path / "ddp")
@@ -62,9 +65,15 @@ def test_a_rank_failing_inside_fit_is_named_and_nothing_hangs(tmp_path):
     assert time.monotonic() - started < 60
 
 
-def test_the_dp_strategy_is_gone():
+def test_the_dp_strategy_and_the_gpus_argument_are_gone():
     status = lightning_ddp.dp_strategy_status()
     assert status.startswith("ValueError: You selected an invalid strategy name: `strategy='dp'`")
+    # Lightning 2.0.0's changelog: "Removed the `Trainer(gpus=...)` argument" (#16171): every one-liner
+    # of the seed passed it, so each fails before its strategy is even looked at
+    statuses = lightning_ddp.one_liner_status()
+    gone = "TypeError: Trainer.__init__() got an unexpected keyword argument 'gpus'"
+    assert statuses["Trainer(gpus=2, strategy='ddp')"] == statuses["Trainer(gpus=2, strategy='dp')"] == gone
+    assert statuses["Trainer(accelerator='cpu', devices=1, strategy='dp')"] == status
 
 
 def test_stored_run_uses_the_ddp_settings_and_is_reused(tmp_path, monkeypatch):
@@ -88,9 +97,11 @@ def test_stored_run_uses_the_ddp_settings_and_is_reused(tmp_path, monkeypatch):
     assert record["result"]["epoch_seconds"] == 2.0 and record["result"]["sampler"] == "GlobalBatchSampler"
     config, world_size, options = calls[0]
     assert options["module"] == "helpers.lightning_ddp" and world_size == 2 and config["model"] == "ConvNet"
-    assert "kind" not in config and "lightning" not in config
+    assert "kind" not in config and "lightning" not in config and "launch" not in config
     again = lightning_ddp.stored_lightning_run(store, 2, model="ConvNet", epochs=1)
     assert again == record and len(calls) == 1  # reused, not launched again
+    lightning_ddp.stored_lightning_run(store, 2, launch_number=1, model="ConvNet", epochs=1)
+    assert len(calls) == 2  # another launch of the same settings is a measurement of its own
     with pytest.raises(ValueError, match="unknown DDP setting"):
         lightning_ddp.stored_lightning_run(store, 2, batchsize=10)
 
@@ -127,7 +138,7 @@ def test_when_lightning_can_run_nothing_the_comparison_is_empty_and_says_why(mon
     monkeypatch.setattr(lightning_ddp, "stored_ddp_run", lambda *a, **k: pytest.fail("launched"))
     settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
     frameworks = lightning_ddp.compare(None, ["LinearNet"], [2, 4], settings)
-    assert frameworks["steps"].empty and frameworks["table"].empty and frameworks["ranks"] is None
+    assert frameworks["launches"].empty and frameworks["table"].empty and frameworks["ranks"] is None
     assert frameworks["note"].startswith(
         "Not compared: Lightning can run none of the sizes. Skipped 4 rank(s)"
     )

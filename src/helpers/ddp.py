@@ -6,14 +6,18 @@ limit and clean-up. Each rank reads its settings from the JSON file ``C`` and wr
 ``DIR/rank<r>.json`` (atomically) with its traffic and, on rank 0, the training history. A rank that
 fails writes ``DIR/rank<r>.error`` first, so that the launcher can name it.
 
-A DDP communication hook records the bytes of every gradient bucket that is all-reduced; for float32
-gradients their sum per step is exactly the model's parameter bytes. ``GlobalBatchSampler`` hands each rank
-its slice of the batches one process would take, so k ranks and one process follow the same loss
-trajectory, step by step, up to float rounding. Every step is timed, so each epoch has its spread.
+A DDP communication hook records the bytes of every gradient bucket that is all-reduced (for float32
+gradients their sum per step is exactly the model's parameter bytes) and how long each bucket's
+all-reduce takes (``TrafficRecorder``). ``GlobalBatchSampler`` hands each rank its slice of the batches one
+process would take, so k ranks and one process follow the same loss trajectory, step by step, up to float
+rounding. Every step is timed; the first ``warmup_steps`` of a launch are its warm-up, the rest its timed
+steps. A chapter compares configurations across several launches (``run_sweeps``), never within one.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,9 +31,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from helpers.data import load_fsdd, take
+from helpers.data import SPLIT_SIZES, load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
-from helpers.launch import launch
+from helpers.launch import launch, main_backend
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import spread
 from helpers.train import evaluate, make_optimizer, to_device
@@ -43,31 +47,76 @@ COMPRESSION_HOOKS = {
 
 
 class TrafficRecorder:
-    """State of the recording hook: bytes of each all-reduced bucket, grouped by training step.
+    """State of the recording hook: per training step, the bytes each all-reduced bucket travels as and
+    the seconds its all-reduce takes.
 
     With ``compression`` ("fp16" or "bf16") the bucket travels as 2-byte floats, and that is what is
-    recorded.
+    recorded. A bucket's seconds run from the hook's call (DDP hands over the bucket: its gradients are
+    computed) to the moment its averaged gradient is ready. On the CPU that is wall time until the
+    all-reduce's future completes. On a GPU (``cuda``) the future can complete before the kernels do, so
+    two CUDA events on the bucket's device are timed instead: one recorded on the current stream when the
+    hook is called, one on the stream the future's callback runs on, which waits for the all-reduce's
+    kernels (where a backend's future does not, that stream's earlier work counts too: an upper bound);
+    ``settle`` reads them once the step has been synchronised. Either way the time includes waiting for
+    the other ranks to hand over the same bucket and, with compression, the conversions to 2-byte floats
+    and back.
     """
 
-    def __init__(self, compression: str | None = None) -> None:
+    def __init__(self, compression: str | None = None, cuda: bool = False) -> None:
         if compression not in COMPRESSION_HOOKS:
             raise ValueError(f"compression must be None, 'fp16' or 'bf16', not {compression!r}")
-        self.compression = compression
+        self.compression, self.cuda = compression, cuda
         self.step = -1
         self.buckets: list[list[int]] = []
+        self.seconds: list[list[float | None]] = []
+        self._pending: list[tuple] = []
 
     def next_step(self) -> None:
         """Called before each backward pass."""
         self.step += 1
         self.buckets.append([])
+        self.seconds.append([])
+
+    def start(self, nbytes: int, device: torch.device | None = None) -> tuple[int, int, object]:
+        """A bucket of ``nbytes`` on ``device`` is handed over: its place (step, index) and its clock."""
+        index = len(self.buckets[self.step])
+        self.buckets[self.step].append(nbytes)
+        self.seconds[self.step].append(None)
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(torch.cuda.current_stream(device))
+            return self.step, index, (event, device)
+        return self.step, index, time.perf_counter()
+
+    def finish(self, step: int, index: int, clock) -> None:
+        """The bucket's average is ready (called from the all-reduce future's callback, which may run in
+        another thread: the end event goes on that thread's current stream of the bucket's device)."""
+        if self.cuda:
+            start, device = clock
+            end = torch.cuda.Event(enable_timing=True)
+            end.record(torch.cuda.current_stream(device))
+            self._pending.append((step, index, start, end))
+        else:
+            self.seconds[step][index] = time.perf_counter() - clock
+
+    def settle(self) -> None:
+        """Turn recorded CUDA events into seconds; call after the device has been synchronised."""
+        for step, index, start, end in self._pending:
+            self.seconds[step][index] = start.elapsed_time(end) / 1000
+        self._pending.clear()
 
 
 def recording_allreduce_hook(state: TrafficRecorder, bucket):  # DDP rejects string annotations here
-    """Record the bytes the bucket travels as, then all-reduce (average) it with DDP's own hook."""
+    """Record the bucket's bytes and time its all-reduce (average), done by DDP's own hook."""
     buffer = bucket.buffer()
     element_bytes = 2 if state.compression else buffer.element_size()
-    state.buckets[state.step].append(buffer.numel() * element_bytes)
-    return COMPRESSION_HOOKS[state.compression](None, bucket)
+    step, index, clock = state.start(buffer.numel() * element_bytes, buffer.device)
+
+    def finished(future):
+        state.finish(step, index, clock)
+        return future.value()
+
+    return COMPRESSION_HOOKS[state.compression](None, bucket).then(finished)
 
 
 class GlobalBatchSampler:
@@ -110,7 +159,8 @@ def ring_bytes_per_rank(gradient_bytes: int, world_size: int) -> float:
 
 def train_rank(config: dict, output: Path) -> None:
     """Train with DDP on this rank and write ``rank<r>.json``: per epoch its wall time between barriers,
-    every step's seconds, the global batch loss of every step, and (rank 0) test figures."""
+    every step's seconds, the global batch loss of every step, each bucket's bytes and all-reduce seconds,
+    and (rank 0, after the last epoch) test and training figures."""
     rank, world_size, device = prepare_rank(config)
     with process_group(config, device, output):
         if config.get("fail_rank") == rank:
@@ -129,7 +179,7 @@ def train_rank(config: dict, output: Path) -> None:
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=config["bucket_cap_mb"],
         )
-        traffic = TrafficRecorder(config.get("compression"))
+        traffic = TrafficRecorder(config.get("compression"), cuda=device.type == "cuda")
         ddp.register_comm_hook(traffic, recording_allreduce_hook)
         optimizer = make_optimizer(config["optimizer"], ddp.parameters(), config["lr"])
         history = []
@@ -150,6 +200,7 @@ def train_rank(config: dict, output: Path) -> None:
                     torch.cuda.synchronize(device)
                 now = time.perf_counter()
                 step_seconds.append(now - last)  # the data's loading included, as in the epoch
+                traffic.settle()
                 last = now
             dist.barrier()
             seconds = time.perf_counter() - started
@@ -163,15 +214,14 @@ def train_rank(config: dict, output: Path) -> None:
                 "step_seconds": step_seconds,
                 "step_losses": global_losses,
             }
-            if rank == 0:
-                row["test_loss"], row["test_accuracy"] = evaluate(model, test_set)
             history.append(row)
-        if rank == 0:
+        if rank == 0:  # once, after training: an evaluation per epoch would lengthen every launch
+            history[-1]["test_loss"], history[-1]["test_accuracy"] = evaluate(model, test_set)
             _, history[-1]["train_accuracy"] = evaluate(model, to_device(train_set, device))
-        gradient_bytes = parameter_bytes(model)
         write_rank_result(
             output, rank, world_size, config, device,
-            {"history": history, "bucket_bytes_per_step": traffic.buckets, "gradient_bytes": gradient_bytes},
+            {"history": history, "bucket_bytes_per_step": traffic.buckets,
+             "bucket_seconds_per_step": traffic.seconds, "gradient_bytes": parameter_bytes(model)},
         )  # fmt: skip
 
 
@@ -181,11 +231,15 @@ def main() -> int:
 
 
 def ddp_config(**settings) -> dict:
-    """A worker configuration: the defaults of chapter 3, overridden by ``settings``."""
+    """A worker configuration: the defaults of chapter 3, overridden by ``settings``.
+
+    ``warmup_steps`` is not the worker's business: it is how many of a launch's first steps its summary
+    leaves untimed (``summarize_run``), and part of the record's configuration so that it is never mixed up.
+    """
     config = {
         "backend": "gloo", "device": "cpu", "model": "LinearNet", "seed": 0, "train_samples": None,
         "test_samples": None, "global_batch_size": 50, "epochs": 2, "optimizer": "adam", "lr": 1e-3,
-        "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60, "tf32": False,
+        "bucket_cap_mb": 25, "compression": None, "timeout_seconds": 60, "tf32": False, "warmup_steps": 5,
     }  # fmt: skip
     unknown = sorted(set(settings) - set(config) - {"threads", "gpus"})
     if unknown:
@@ -193,25 +247,57 @@ def ddp_config(**settings) -> dict:
     return {**config, **settings}
 
 
-def summarize_run(results: list[dict]) -> dict:
-    """What a chapter plots of one launch: last-epoch time and its steps' times, losses, accuracy and
-    traffic per rank. ``steps`` counts every epoch's steps (``steps_per_epoch`` one epoch's)."""
+def planned_steps(config: dict, training_clips: int = SPLIT_SIZES["train"]) -> int:
+    """Training steps of a launch with ``config``: whole global batches per epoch, times the epochs."""
+    clips = config["train_samples"] or training_clips
+    return config["epochs"] * (clips // config["global_batch_size"])
+
+
+def check_timed_steps(config: dict) -> None:
+    """ValueError unless a launch with ``config`` times at least one step after its warm-up."""
+    steps = planned_steps(config)
+    if not 0 <= config["warmup_steps"] < steps:
+        raise ValueError(
+            f"warmup_steps {config['warmup_steps']} leaves no timed step of the {steps} steps that "
+            f"{config['epochs']} epoch(s) of {config['train_samples'] or SPLIT_SIZES['train']} clips "
+            f"in global batches of {config['global_batch_size']} take"
+        )
+
+
+def summarize_run(results: list[dict], warmup_steps: int = 0) -> dict:
+    """What a chapter reads of one launch: the steps after the first ``warmup_steps`` (the timed ones),
+    the all-reduce's seconds of each timed step, the last epoch's time, losses, accuracy and traffic.
+
+    A timed step's all-reduce seconds add up its buckets' times, each bucket's the shortest over the
+    ranks: a rank that hands over a bucket early waits for the last one, whose time is the all-reduce's
+    own. ``steps`` counts every step of every epoch (``steps_per_epoch`` one epoch's).
+    """
     first = results[0]
     last = first["history"][-1]
+    every_step = [seconds for row in first["history"] for seconds in row.get("step_seconds", [])]
     steps = len(first["bucket_bytes_per_step"])
     all_reduced = sum(sum(step) for step in first["bucket_bytes_per_step"])
+    timings = [result.get("bucket_seconds_per_step") for result in results]
+    allreduce = []
+    if every_step and all(timings):
+        for step in range(warmup_steps, steps):
+            buckets = range(len(timings[0][step]))
+            allreduce.append(sum(min(ranks[step][b] for ranks in timings) for b in buckets))
     return {
         "world_size": first["world_size"],
         "epoch_seconds": last["epoch_seconds"],
-        "step_seconds_all": last.get("step_seconds", []),
+        "step_seconds_all": every_step[warmup_steps:],
+        "allreduce_seconds_all": allreduce,
+        "warmup_steps": warmup_steps,
         "steps_per_epoch": steps // len(first["history"]),
-        "method": f"wall time of epoch {last['epoch']} between barriers, and of each of its steps "
-        "(epoch 1 includes warm-up)",
+        "method": f"wall time of each step on rank 0 after the first {warmup_steps} (warm-up), the data's "
+        f"loading included; the epoch's: epoch {last['epoch']} between barriers",
         "train_loss": last["train_loss"],
         "train_accuracy": last.get("train_accuracy"),
         "test_accuracy": last["test_accuracy"],
         "history": first["history"],
         "steps": steps,
+        "bucket_bytes": first["bucket_bytes_per_step"][-1],
         "all_reduced_bytes_per_step": all_reduced / steps,
         "buckets_per_step": len(first["bucket_bytes_per_step"][-1]),
         "ring_bytes_sent_per_rank_per_step": ring_bytes_per_rank(all_reduced / steps, first["world_size"]),
@@ -230,9 +316,13 @@ def stored_ddp_run(
     (``stats.launch_speedup``).
     """
     config = {"kind": "ddp_run", "world_size": world_size, "launch": launch_number, **ddp_config(**settings)}
+    check_timed_steps(config)
     worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "launch")}
     return store.measure(
-        config, lambda: summarize_run(launch(worker, world_size, time_limit_seconds=time_limit_seconds))
+        config,
+        lambda: summarize_run(
+            launch(worker, world_size, time_limit_seconds=time_limit_seconds), config["warmup_steps"]
+        ),
     )
 
 
@@ -285,44 +375,114 @@ def sweep(
     store, base: dict, variations: list[dict], description: str = "DDP runs", launches: int = 1
 ) -> list[tuple[dict, dict]]:
     """``stored_ddp_run`` for each of ``variations`` (settings over ``base``; ``ranks`` picks the world
-    size), ``launches`` times each: the one loop every DDP comparison of chapter 3 is. The launches
-    alternate — every variation once, then every variation again — so that a slow spell of the machine
-    falls on all of them, not on one. Returns (variation with its ``launch`` number, record) pairs, which
-    ``runs_frame`` tabulates, ``step_times`` unrolls into steps and ``launch_steps`` groups by launch."""
-    runs = []
-    order = [(number, variation) for number in range(launches) for variation in variations]
-    for number, variation in tqdm(order, desc=description):
-        settings = {**base, **variation}
-        ranks = settings.pop("ranks")
-        record = stored_ddp_run(store, ranks, launch_number=number, **settings)
-        runs.append(({**variation, "launch": number}, record))
-    return runs
+    size), ``launches`` times each. The launches alternate — every variation once, then every variation
+    again — so that a slow spell of the machine falls on all of them, not on one. Returns (variation with
+    its ``launch`` number, record) pairs, which ``runs_frame`` tabulates, ``step_times`` unrolls into steps
+    and ``launch_steps`` groups by launch."""
+    sweeps = {"runs": {"variations": variations, "launches": launches}}
+    return run_sweeps(store, base, sweeps, description)["runs"]
+
+
+def median_of_medians(launches: list[list[float]]) -> float:
+    """The median over launches of each launch's median: what ``stats.launch_speedup`` compares."""
+    return statistics.median(statistics.median(values) for values in launches)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, written out in full with thousands separators
+    ("1,920", "56.7", "0.00645"), never as 1.92e+03; NaN as "–"."""
+    if math.isnan(value):
+        return "–"
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"
 
 
 def launch_steps(runs: list[tuple[dict, dict]], **match) -> list[list[float]]:
     """The timed steps of every launch among ``runs`` whose variation has the settings in ``match``, one
     list per launch (what ``stats.launch_speedup`` compares)."""
+    return [record["result"]["step_seconds_all"] for _, record in matching(runs, **match)]
+
+
+def matching(runs: list[tuple[dict, dict]], **match) -> list[tuple[dict, dict]]:
+    """The (variation, record) pairs of ``runs`` whose variation has the settings in ``match``."""
     return [
-        record["result"]["step_seconds_all"]
+        (variation, record)
         for variation, record in runs
         if all(variation.get(key) == value for key, value in match.items())
     ]
 
 
-def chapter_sweeps(models, plan: pd.DataFrame, bucket_caps_mb, compressions, parity_seeds) -> dict:
-    """Chapter 3's launches, section by section, as ``sweep`` variations over its common settings:
-    ``scaling`` (every model on every backend and rank count the ``launch.run_plan`` lets run),
-    ``buckets`` (ConvNet, each cap), ``compression`` (LinearNet, each hook) and ``parity`` (LinearNet, each
-    seed, one rank and the most); the last three at the plan's largest rank count. The notebook runs
-    these, and ``helpers.plan`` validates and times the same list before anything starts."""
+PARITY_MODEL = "ConvNet"  # the model that learns in a few steps: accuracy and rounding are checked on it
+
+
+def chapter_sweeps(
+    models, plan: pd.DataFrame, bucket_caps_mb, compressions, parity_seeds, launches: int = 3
+) -> dict[str, dict]:
+    """Chapter 3's launches, section by section: ``{section: {"variations": [...], "launches": n}}``, each
+    variation a set of ``stored_ddp_run`` settings (with ``ranks``) over the chapter's common ones.
+
+    Timing comparisons repeat every variation ``launches`` times: ``scaling`` (every model on every
+    backend and rank count the ``launch.run_plan`` lets run; one rank only on the main backend, the
+    one-process baseline every backend's ranks are held against), ``buckets`` (ConvNet, each cap: its
+    gradients split into several buckets) and ``compression`` (LinearNet, each hook: its all-reduce is the
+    large one). The checks of what is learned launch each seed once: ``parity`` (ConvNet, each seed, on
+    one rank and the most) and ``rounding`` (ConvNet, each seed, each compression, on the most). All but
+    ``scaling`` run at the plan's largest rank count. The notebook runs these (``run_sweeps``), and
+    ``helpers.plan`` validates and times the same launches (``launch_order``) before anything starts.
+    """
     size = int(plan["ranks"].max())
     runnable = list(plan.query("runs")[["backend", "ranks"]].itertuples(index=False))
+    one = main_backend(plan)  # one rank moves nothing: its baseline is launched once, on the main backend
+    pairs = [(b, int(k)) for b, k in runnable if k > 1 or b == one]
+    scaling = [{"model": m, "backend": b, "ranks": k} for m in models for b, k in pairs]
+    buckets = [{"model": "ConvNet", "bucket_cap_mb": cap, "ranks": size} for cap in bucket_caps_mb]
+    compression = [{"model": "LinearNet", "compression": c, "ranks": size} for c in compressions]
+    parity = [{"model": PARITY_MODEL, "seed": s, "ranks": k} for s in parity_seeds for k in (1, size)]
+    rounding = [
+        {"model": PARITY_MODEL, "seed": s, "compression": c, "ranks": size}
+        for s in parity_seeds
+        for c in compressions
+        if c is not None
+    ]
     return {
-        "scaling": [{"model": m, "backend": b, "ranks": int(k)} for m in models for b, k in runnable],
-        "buckets": [{"model": "ConvNet", "bucket_cap_mb": cap, "ranks": size} for cap in bucket_caps_mb],
-        "compression": [{"model": "LinearNet", "compression": c, "ranks": size} for c in compressions],
-        "parity": [{"model": "LinearNet", "seed": s, "ranks": k} for s in parity_seeds for k in (1, size)],
+        "scaling": {"variations": scaling, "launches": launches},
+        "buckets": {"variations": buckets, "launches": launches},
+        "compression": {"variations": compression, "launches": launches},
+        "parity": {"variations": parity, "launches": 1},
+        "rounding": {"variations": rounding, "launches": 1},
     }
+
+
+def launch_order(sweeps: dict[str, dict]) -> list[tuple[str, dict, int]]:
+    """Every launch of ``sweeps`` as (section, variation, launch number), in the order ``run_sweeps`` makes
+    them: launch 0 of every variation of every section, then launch 1 of the sections that repeat, and so
+    on, so that a slow spell of the machine falls on every configuration, not on one. (The store measures
+    a launch once: a variation that another section already launched with the same number is reused.)"""
+    rounds = max((sweep["launches"] for sweep in sweeps.values()), default=0)
+    return [
+        (section, variation, number)
+        for number in range(rounds)
+        for section, sweep in sweeps.items()
+        if number < sweep["launches"]
+        for variation in sweep["variations"]
+    ]
+
+
+def run_sweeps(
+    store, base: dict, sweeps: dict[str, dict], description: str = "DDP launches"
+) -> dict[str, list[tuple[dict, dict]]]:
+    """Every launch of ``sweeps`` (``chapter_sweeps``) over the ``base`` settings, in ``launch_order``;
+    per section its (variation with its ``launch`` number, record) pairs."""
+    runs: dict[str, list[tuple[dict, dict]]] = {section: [] for section in sweeps}
+    for section, variation, number in tqdm(launch_order(sweeps), desc=description):
+        settings = {**base, **variation}
+        ranks = settings.pop("ranks")
+        record = stored_ddp_run(store, ranks, launch_number=number, **settings)
+        runs[section].append(({**variation, "launch": number}, record))
+    return runs
 
 
 def step_times(records: list[tuple[dict, dict]]) -> pd.DataFrame:
@@ -349,18 +509,6 @@ def loss_parity(one: dict, many: dict) -> dict:
         "largest_abs_difference": max(gaps),
         "largest_rel_difference": max(g / abs(b) for g, b in zip(gaps, reference, strict=True)),
     }
-
-
-def parity_summary(parity: pd.DataFrame, column: str = "test_accuracy") -> dict:
-    """Largest ``column`` gap between the most ranks and one process over seeds, against the noise.
-
-    The noise is the standard deviation over seeds of the one-process figure: a gap within about two of
-    them is run-to-run variation, not a difference made by the ranks.
-    """
-    table = parity.pivot(index="seed", columns="ranks", values=column)
-    gap = (table[table.columns.max()] - table[1]).abs().max()
-    noise = table[1].std()
-    return {"table": table, "largest_gap": float(gap), "one_process_std": float(noise)}
 
 
 if __name__ == "__main__":

@@ -339,6 +339,29 @@ def backend_support() -> list[dict]:
     return rows
 
 
+def backend_rules(
+    world_size: int = 2, gpu_counts: tuple[int, ...] = (0, 1, 2)
+) -> tuple[pd.DataFrame, list[str]]:
+    """The launcher's rules for ``world_size`` ranks, the same on every machine: for Gloo and NCCL with CPU
+    or CUDA tensors, whether a machine with each of ``gpu_counts`` GPUs (described, not this one) may start
+    them, and the distinct reasons for a refusal. This machine's own answer is ``backend_support``."""
+    rows, reasons = [], []
+    for backend in BACKENDS:
+        for device in ("cpu", "cuda"):
+            row = {"backend": backend, "tensors on": device}
+            for gpus in gpu_counts:
+                machine = Machine(gpus, compute_modes=("Default",) * gpus, described=True)
+                column = f"{gpus} GPU{'' if gpus == 1 else 's'}"
+                try:
+                    check_request(backend, device, world_size, machine=machine)
+                    row[column] = "yes"
+                except ValueError as error:
+                    row[column] = "no"
+                    reasons += [] if str(error) in reasons else [str(error)]
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["backend", "tensors on"]), reasons
+
+
 def run_plan(
     backends: list[str],
     device: str,

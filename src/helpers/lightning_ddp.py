@@ -1,8 +1,9 @@
 """The same DDP training with PyTorch Lightning, started by torchrun like the hand-written worker (chapter 3).
 
-The seed lecture's one-liners, brought up to date: ``Trainer(strategy="ddp", devices=k)`` is Lightning's
-DistributedDataParallel; its single-process DataParallel strategy (``strategy="dp"``) was removed in
-Lightning 2.0, and ``dp_strategy_status`` asks the installed Lightning what it says to it today.
+The seed lecture's one-liners, brought up to date: ``Trainer(accelerator="gpu", devices=k, strategy="ddp")``
+is Lightning's DistributedDataParallel. Lightning 2.0 removed both the ``Trainer(gpus=...)`` argument every
+one-liner of the seed passed and the single-process DataParallel strategy (``strategy="dp"``);
+``one_liner_status`` asks the installed Lightning what it says to each of them today.
 
 ``python -m torch.distributed.run --nproc-per-node K -m helpers.lightning_ddp --config C --output DIR``
 runs it; ``helpers.launch.launch(config, K, module="helpers.lightning_ddp")`` does exactly that. Lightning
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -34,16 +36,19 @@ from helpers.data import load_fsdd, take
 from helpers.ddp import (
     GlobalBatchSampler,
     TrafficRecorder,
+    check_timed_steps,
     ddp_config,
+    launch_steps,
     loss_parity,
+    median_of_medians,
     recording_allreduce_hook,
-    step_times,
+    significant,
     stored_ddp_run,
     summarize_run,
 )
 from helpers.launch import check_launch, launch
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import describe_speedup, speedup, spread
+from helpers.stats import describe_speedup, launch_speedup
 from helpers.train import evaluate, make_optimizer, to_device
 from helpers.worker import (
     group_timeout,
@@ -94,24 +99,41 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", module=r"lightning\..*")
 
 
-def dp_strategy_status() -> str:
-    """What the installed Lightning says to the seed lecture's ``Trainer(strategy="dp")``.
+SEED_ONE_LINERS = {  # the seed lecture's Lightning 1.x calls with k = 2 GPUs, and "dp" without gpus=
+    "Trainer(gpus=2, strategy='dp')": {"gpus": 2, "strategy": "dp"},
+    "Trainer(gpus=2, strategy='ddp')": {"gpus": 2, "strategy": "ddp"},
+    "Trainer(accelerator='cpu', devices=1, strategy='dp')": {
+        "accelerator": "cpu", "devices": 1, "strategy": "dp"
+    },
+}  # fmt: skip
 
-    Builds the Trainer on the CPU and launches nothing; returns the error's type and message (or, should a
-    Lightning accept it, the strategy it chose).
-    """
+
+def trainer_status(**arguments) -> str:
+    """What the installed Lightning says to ``Trainer(**arguments)``: the error's type and message, or the
+    strategy it chose. Builds the Trainer only (no model, no process started); arguments that ask for GPUs
+    are refused by name before any device is looked at."""
     if not available():
         return f"not checked: {INSTALL_HINT}"
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     try:
         trainer = pl.Trainer(
-            strategy="dp", accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False,
+            **arguments, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
         )  # fmt: skip
-    except (ValueError, MisconfigurationException) as error:
+    except (TypeError, ValueError, MisconfigurationException) as error:
         return f"{type(error).__name__}: {error}"
-    return f"lightning {pl.__version__} accepted strategy='dp' as {type(trainer.strategy).__name__}"
+    return f"lightning {pl.__version__} accepted it, as {type(trainer.strategy).__name__}"
+
+
+def one_liner_status() -> dict[str, str]:
+    """``trainer_status`` of each of the seed's one-liners (``SEED_ONE_LINERS``)."""
+    return {call: trainer_status(**arguments) for call, arguments in SEED_ONE_LINERS.items()}
+
+
+def dp_strategy_status() -> str:
+    """What the installed Lightning says to the seed lecture's ``Trainer(strategy="dp")``, on the CPU."""
+    return trainer_status(strategy="dp", accelerator="cpu", devices=1)
 
 
 class Classifier(_LightningModule):
@@ -179,6 +201,7 @@ class EpochRecorder(_Callback):
         now = time.perf_counter()
         self.step_seconds.append(now - self.last)
         self.last = now
+        self.traffic.settle()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if pl_module.device.type == "cuda":
@@ -196,7 +219,8 @@ class EpochRecorder(_Callback):
             "step_losses": losses,
             "samples": pl_module.seen,
         }
-        if trainer.global_rank == 0:
+        last = trainer.current_epoch + 1 == trainer.max_epochs
+        if trainer.global_rank == 0 and last:  # once, after training, as helpers.ddp does
             row["test_loss"], row["test_accuracy"] = evaluate(pl_module.model, self.test_set)
         self.history.append(row)
 
@@ -227,7 +251,7 @@ def train_rank(config: dict, output: Path) -> None:
         len(train_set), config["global_batch_size"], world_size, rank, config["seed"]
     )
     loader = DataLoader(train_set, batch_sampler=sampler)
-    traffic = TrafficRecorder(config.get("compression"))
+    traffic = TrafficRecorder(config.get("compression"), cuda=config["device"] == "cuda")
     module = Classifier(config, traffic)
     recorder = EpochRecorder(test_set, traffic)
     timeout = group_timeout(config)
@@ -264,6 +288,7 @@ def train_rank(config: dict, output: Path) -> None:
             {
                 "history": history,
                 "bucket_bytes_per_step": traffic.buckets,
+                "bucket_seconds_per_step": traffic.seconds,
                 "gradient_bytes": parameter_bytes(module.model),
                 "framework": f"lightning {pl.__version__}",
                 "strategy": type(trainer.strategy).__name__,
@@ -288,11 +313,11 @@ def main() -> int:
     return worker_main(train_rank, main.__doc__)
 
 
-def summarize_lightning_run(results: list[dict]) -> dict:
+def summarize_lightning_run(results: list[dict], warmup_steps: int = 0) -> dict:
     """``helpers.ddp.summarize_run`` of the rank files, plus what Lightning chose (rank 0's view)."""
     first = results[0]
     return {
-        **summarize_run(results),
+        **summarize_run(results, warmup_steps),
         "framework": first["framework"],
         "strategy": first["strategy"],
         "cluster_environment": first["cluster_environment"],
@@ -300,21 +325,27 @@ def summarize_lightning_run(results: list[dict]) -> dict:
     }
 
 
-def stored_lightning_run(store, world_size: int, time_limit_seconds: float = 900, **settings) -> dict:
-    """``helpers.ddp.stored_ddp_run`` with Lightning: the same settings, kind ``lightning_run``.
+def stored_lightning_run(
+    store, world_size: int, time_limit_seconds: float = 900, launch_number: int = 0, **settings
+) -> dict:
+    """``helpers.ddp.stored_ddp_run`` with Lightning: the same settings, kind ``lightning_run``, and
+    ``launch_number`` numbering independent launches of them.
 
-    A finished identical run (same settings and Lightning version, on this hardware) is reused.
+    A finished identical run (same settings, launch number and Lightning version, on this hardware) is
+    reused.
     """
     if not available():
         raise ModuleNotFoundError(INSTALL_HINT)
-    config = {"kind": "lightning_run", "world_size": world_size, "lightning": lightning_version()}
-    config.update(ddp_config(**settings))
-    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "lightning")}
+    config = {"kind": "lightning_run", "world_size": world_size, "launch": launch_number,
+              "lightning": lightning_version(), **ddp_config(**settings)}  # fmt: skip
+    check_timed_steps(config)
+    worker = {k: v for k, v in config.items() if k not in ("kind", "world_size", "launch", "lightning")}
     check_lightning_request(worker, world_size)
     return store.measure(
         config,
         lambda: summarize_lightning_run(
-            launch(worker, world_size, module=MODULE, time_limit_seconds=time_limit_seconds)
+            launch(worker, world_size, module=MODULE, time_limit_seconds=time_limit_seconds),
+            config["warmup_steps"],
         ),
     )
 
@@ -335,39 +366,56 @@ def planned_ranks(world_sizes, settings: dict, machine=None) -> tuple[int | None
     return None, skipped
 
 
-def compare(store, models, world_sizes, settings: dict) -> dict:
-    """The hand-written DDP worker against Lightning on each model, through the store, at the largest of
-    ``world_sizes`` that Lightning can run here (``planned_ranks``).
+def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> dict:
+    """The hand-written DDP worker against Lightning on each of ``models``, through the store, at the
+    largest of ``world_sizes`` that Lightning can run here (``planned_ranks``), ``launches`` times each,
+    alternating: by hand, then Lightning, launch after launch.
 
-    Returns ``steps`` (every timed step, one row each, by framework; empty when nothing could run),
-    ``table`` (per model and framework: the step's median and spread, Lightning's speed-up over the
-    hand-written loop, the last loss, the test accuracy and the largest per-step relative loss difference
-    from the hand-written run), ``ranks`` (the size compared, or None) and ``note`` (one sentence: what was
-    compared and what was skipped, with the reasons).
+    Returns ``launches`` (one row per launch: model, framework, launch, its median step; empty when
+    nothing could run), ``table`` (per model and framework: the median over launches of the launch
+    medians, Lightning's speed-up over the hand-written loop across launches, the last training loss and
+    the largest per-step relative loss difference from the hand-written run of the same launch),
+    ``ranks`` (the size compared, or None) and ``note`` (one sentence: what was compared and what was
+    skipped, with the reasons).
     """
     size, skipped = planned_ranks(world_sizes, settings)
-    runs, rows = [], []
+    lightning = f"Lightning {lightning_version()}" if size else ""
+    runs = []
+    for number in range(launches if size else 0):
+        for name in models:
+            configured = {**settings, "model": name}
+            by_hand = stored_ddp_run(store, size, launch_number=number, **configured)
+            by_lightning = stored_lightning_run(store, size, launch_number=number, **configured)
+            runs += [({"model": name, "framework": "by hand", "launch": number}, by_hand),
+                     ({"model": name, "framework": lightning, "launch": number}, by_lightning)]  # fmt: skip
+    rows = []
     for name in models if size else []:
-        configured = {**settings, "model": name}
-        by_hand = stored_ddp_run(store, size, **configured)
-        by_lightning = stored_lightning_run(store, size, **configured)
-        for framework, record in (("by hand", by_hand), (f"Lightning {lightning_version()}", by_lightning)):
-            runs.append(({"model": name, "framework": framework}, record))
-            result = record["result"]
-            parity = loss_parity(by_hand, record)["largest_rel_difference"]
-            change = speedup(by_hand["result"]["step_seconds_all"], result["step_seconds_all"])
+        hand, ours = (launch_steps(runs, model=name, framework=f) for f in ("by hand", lightning))
+        change = launch_speedup(hand, ours)
+        pairs = zip(launch_records(runs, name, "by hand"), launch_records(runs, name, lightning), strict=True)
+        difference = max(loss_parity(a, b)["largest_rel_difference"] for a, b in pairs)
+        for framework, steps in (("by hand", hand), (lightning, ours)):
+            last = launch_records(runs, name, framework)[0]["result"]
+            ours_row = framework == lightning
             rows.append({"model": name, "framework": framework,
-                         "step": spread(result["step_seconds_all"]).text(repeats="steps"),
-                         "against by hand": "" if record is by_hand else describe_speedup(change),
-                         "train loss": round(result["train_loss"], 4),
-                         "test accuracy": round(result["test_accuracy"], 3),
-                         "largest relative loss difference": f"{parity:.1e}"})  # fmt: skip
+                         "step time (s)": significant(median_of_medians(steps)),
+                         "against by hand": describe_speedup(change) if ours_row else "",
+                         "train loss": f"{last['train_loss']:.4f}",
+                         "loss difference (relative)": f"{difference:.1e}" if ours_row else ""})  # fmt: skip
     compared = (
-        f"Compared at {size} rank(s)." if size else "Not compared: Lightning can run none of the sizes."
+        f"Compared at {size} rank(s), {launches} launches each."
+        if size
+        else "Not compared: Lightning can run none of the sizes."
     )
     note = " ".join([compared, *(f"Skipped {reason}." for reason in skipped)])
-    return {"steps": step_times(runs) if runs else pd.DataFrame(), "table": pd.DataFrame(rows),
-            "ranks": size, "note": note}  # fmt: skip
+    medians = [{**variation, "step time (s)": statistics.median(record["result"]["step_seconds_all"])}
+               for variation, record in runs]  # fmt: skip
+    return {"launches": pd.DataFrame(medians), "table": pd.DataFrame(rows), "ranks": size, "note": note}
+
+
+def launch_records(runs: list[tuple[dict, dict]], model: str, framework: str) -> list[dict]:
+    """The records of ``model`` with ``framework`` among ``runs``, in launch order."""
+    return [record for v, record in runs if v["model"] == model and v["framework"] == framework]
 
 
 if __name__ == "__main__":
