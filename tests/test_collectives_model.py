@@ -26,6 +26,20 @@ def test_ring_all_reduce_formula():
     assert model.message_seconds(100, 2.0, 0.5) == 52.0
 
 
+def test_parameter_server_formula_and_the_terms_every_fit_uses():
+    # 2 steps; each carries the k−1 workers' 100 B through the server: 2(1 + 3·100·0.01) = 8 at k = 4
+    assert model.parameter_server_seconds(100, 4, 1.0, 0.01) == pytest.approx(8.0)
+    assert model.parameter_server_seconds(100, 2, 1.0, 0.01) == pytest.approx(4.0)  # 2(1 + 1)
+    assert model.parameter_server_seconds(100, 1, 1.0, 0.01) == 0.0
+    assert model.alpha_beta_terms("all_reduce", 4, 400) == (6, 600)  # 2(k−1) messages of N/k
+    assert model.alpha_beta_terms("all_reduce_ring", 2, 400) == (2, 400)
+    assert model.alpha_beta_terms("parameter_server", 4, 400) == (2, 2400)  # 2 steps of (k−1)N
+    assert model.alpha_beta_terms("ring_broadcast", 3, 400, 4) == (5, 500)  # S+k−2 messages of N/S
+    assert model.alpha_beta_seconds("ring_broadcast", 100, 4, 1.0, 0.01, 4) == pytest.approx(7.5)
+    with pytest.raises(ValueError, match="no α-β formula for 'all_gather'"):
+        model.alpha_beta_terms("all_gather", 2, 100)
+
+
 def test_bus_bandwidth_factors():
     factor = model.bus_bandwidth_factor
     assert [factor("all_reduce", k) for k in (1, 2, 4, 8)] == [0.0, 1.0, 1.5, 1.75]
@@ -116,6 +130,24 @@ def test_fit_recovers_alpha_and_beta():
     assert fit["alpha_seconds"] == pytest.approx(alpha, rel=1e-6)
     assert fit["seconds_per_byte"] == pytest.approx(beta, rel=1e-6)
     assert fit["bandwidth_bytes_per_second"] == pytest.approx(3e9, rel=1e-6)
+
+
+def test_each_implementation_is_fitted_with_its_own_formula():
+    alpha, beta = 40e-6, 1 / 2e9
+    sizes = (1024, 2**16, 2**20, 2**24)
+    server = pd.DataFrame(
+        [{"operation": "parameter_server", "world_size": k, "bytes": n,
+          "seconds": model.parameter_server_seconds(n, k, alpha, beta)} for k in (2, 3) for n in sizes]
+    )  # fmt: skip
+    fit = model.fit_alpha_beta(server)
+    assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((alpha, beta), rel=1e-6)
+    assert fit["median_relative_error"] == pytest.approx(0.0, abs=1e-9)
+    # the same times read with the ring's formula: at k = 2 the ring moves N/k per message, the server N,
+    # so the ring's β comes out twice as large and the "bandwidth" half what the link carried
+    as_ring = model.fit_alpha_beta(server.query("world_size == 2").drop(columns="operation"))
+    assert as_ring["seconds_per_byte"] == pytest.approx(2 * beta, rel=1e-6)
+    off = server.assign(seconds=server["seconds"] * [1.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.8])
+    assert model.fit_alpha_beta(off)["median_relative_error"] > 0
 
 
 def test_fit_refuses_mixed_operations_and_too_few_rows():

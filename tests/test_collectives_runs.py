@@ -1,5 +1,6 @@
 """helpers.collectives.runs: settings refused before launching, records reused, the chapter's tables."""
 
+import os
 import time
 
 import pandas as pd
@@ -59,37 +60,57 @@ def test_benchmark_rows_and_reuse_through_the_store(tmp_path, no_leftovers):
         assert len(row.seconds_all) == 2 and row.seconds == pytest.approx(sum(row.seconds_all) / 2)
     assert frame["busbw_GBps"].tolist() == pytest.approx((frame["busbw_bytes_per_second"] / 1e9).tolist())
     assert "median over 2 iterations of the slowest rank's time" in record["result"]["method"]
+    # two ranks, each pinned to its own half of this process's cores (helpers.worker.pinned_cores)
+    cores = sorted(os.sched_getaffinity(0))
+    half = len(cores) // 2
+    assert record["config"]["pin_cores"] is True
+    assert record["result"]["cores_per_rank"] == [cores[:half], cores[half : 2 * half]]
+    assert runs.placement([record]).startswith("gloo, 2 ranks: each rank pinned to its own core(s) (")
     started = time.monotonic()
     again = runs.stored_benchmark(store, 2, time_limit_seconds=120, **settings)
     assert again == record and time.monotonic() - started < 2  # reused, not launched again
 
 
-def synthetic_benchmark(alpha: float, beta: float) -> pd.DataFrame:
-    """Rows as benchmark_frame gives them, with times exactly those of the α-β model."""
+OK = {"status": "ok"}
+
+
+def synthetic_benchmark(alpha: float, beta: float, world_sizes=(2,)) -> pd.DataFrame:
+    """Rows as benchmark_frame gives them, with times exactly those of the α-β model (our ring 1.25×)."""
     rows = []
-    for nbytes in (2**10, 2**16, 2**20, 2**24, 2**26):
-        for operation in ("all_reduce", "all_reduce_ring"):
-            seconds = model.ring_all_reduce_seconds(nbytes, 2, alpha, beta) * (
-                1.0 if operation == "all_reduce" else 1.25
-            )
-            rows.append({"operation": operation, "collective": "all_reduce", "chunks": None,
-                         "bytes": nbytes, "seconds": seconds, "busbw_GBps": nbytes / seconds / 1e9,
-                         "status": "ok"})  # fmt: skip
-        for chunks in (1, 4):
-            seconds = model.ring_broadcast_seconds(nbytes, 2, chunks, alpha, beta)
-            rows.append({"operation": "ring_broadcast", "collective": "broadcast", "chunks": chunks,
-                         "bytes": nbytes, "seconds": seconds, "busbw_GBps": nbytes / seconds / 1e9,
-                         "status": "ok"})  # fmt: skip
-    return pd.DataFrame(rows).assign(world_size=2, backend="gloo", device="cpu", label="x")
+    for k in world_sizes:
+        for nbytes in (2**10, 2**16, 2**20, 2**24, 2**26):
+            for operation, times in (
+                ("all_reduce", 1.0),
+                ("all_reduce_ring", 1.25),
+                ("parameter_server", 1.0),
+            ):
+                seconds = model.alpha_beta_seconds(operation, nbytes, k, alpha, beta) * times
+                rows.append({"operation": operation, "collective": "all_reduce", "chunks": None,
+                             "bytes": nbytes, "seconds": seconds, "seconds_all": [seconds] * 3,
+                             "busbw_GBps": nbytes / seconds / 1e9, "world_size": k, **OK})  # fmt: skip
+            for chunks in (1, 4):
+                seconds = model.ring_broadcast_seconds(nbytes, k, chunks, alpha, beta)
+                rows.append({"operation": "ring_broadcast", "collective": "broadcast", "chunks": chunks,
+                             "bytes": nbytes, "seconds": seconds, "seconds_all": [seconds] * 3,
+                             "busbw_GBps": nbytes / seconds / 1e9, "world_size": k, **OK})  # fmt: skip
+    return pd.DataFrame(rows).assign(backend="gloo", device="cpu", label="x")
 
 
 def test_fits_per_implementation_and_the_model_seconds_they_predict():
     frame = synthetic_benchmark(alpha=20e-6, beta=1e-9)
     fits = runs.alpha_beta_fits(frame)
-    assert fits["operation"].tolist() == ["all_reduce", "all_reduce_ring", "ring_broadcast"]
+    assert fits["operation"].tolist() == [
+        "all_reduce",
+        "all_reduce_ring",
+        "parameter_server",
+        "ring_broadcast",
+    ]
+    assert fits["ranks"].tolist() == ["2"] * 4
     library = fits.query("operation == 'all_reduce'").iloc[0]
     assert library["alpha_seconds"] == pytest.approx(20e-6, rel=1e-6)
     assert library["seconds_per_byte"] == pytest.approx(1e-9, rel=1e-6)
+    server = fits.query("operation == 'parameter_server'").iloc[0]  # its own formula: the same α and β
+    assert (server["alpha_seconds"], server["seconds_per_byte"]) == pytest.approx((20e-6, 1e-9), rel=1e-6)
     modelled = runs.with_model_seconds(frame, fits, "all_reduce")
     library_rows = modelled.query("operation == 'all_reduce'")
     assert library_rows["model_seconds"].tolist() == pytest.approx(library_rows["seconds"].tolist(), rel=1e-6)
@@ -99,42 +120,26 @@ def test_fits_per_implementation_and_the_model_seconds_they_predict():
     assert broadcasts["model_seconds"].tolist() == pytest.approx(broadcasts["seconds"].tolist(), rel=1e-6)
 
 
-def test_ring_against_library_is_the_busbw_ratio_at_large_messages():
-    frame = synthetic_benchmark(alpha=20e-6, beta=1e-9)
-    other = frame.query("operation == 'all_reduce'").assign(
-        operation="all_gather", bytes=lambda f: f["bytes"] - 4
-    )
-    ratio = runs.ring_against_library(pd.concat([frame, other]), min_bytes=2**24)
-    assert ratio["bytes"].tolist() == [2**24, 2**26]
-    assert ratio["ring / dist"].tolist() == pytest.approx([0.8, 0.8])
+def test_the_link_fit_is_on_two_ranks_and_pooling_is_asked_for():
+    two, three = synthetic_benchmark(20e-6, 1e-9), synthetic_benchmark(20e-6, 1e-9, world_sizes=(3,))
+    slow = three.assign(seconds=three["seconds"] * 2)  # three ranks on two cores: everything takes twice
+    frame = pd.concat([two, slow], ignore_index=True)
+    link = runs.alpha_beta_fits(frame, world_sizes=[runs.LINK_FIT_WORLD_SIZE])
+    assert runs.LINK_FIT_WORLD_SIZE == 2 and set(link["ranks"]) == {"2"}
+    assert link.query("operation == 'all_reduce'")["alpha_seconds"].iloc[0] == pytest.approx(20e-6, rel=1e-6)
+    pooled = runs.alpha_beta_fits(frame)
+    assert set(pooled["ranks"]) == {"2, 3"}
+    assert (pooled["median_relative_error"] > 0.05).all()  # one line cannot hold both rank counts
 
 
-def test_semantics_expectation_support_table_and_verify_summary():
-    table = pd.DataFrame(
-        [{"operation": "all_reduce", "rank": r, "after": [10, 12], "status": "ok"} for r in range(2)]
-        + [{"operation": "broadcast", "rank": r, "after": [0, 1], "status": "ok"} for r in range(2)]
-        + [{"operation": "all_to_all", "rank": r, "after": None, "status": "unsupported"} for r in range(2)]
+def test_placement_says_whether_each_rank_had_its_own_cores():
+    def record(k, cores):
+        return {"config": {"world_size": k, "backend": "gloo"}, "result": {"cores_per_rank": cores}}
+
+    assert runs.placement([record(2, [[0], [1]]), record(3, [[0, 1]] * 3), record(2, None)]) == (
+        "gloo, 2 ranks: each rank pinned to its own core(s) (0; 1); gloo, 3 ranks: not pinned, 3 ranks "
+        "share 2 core(s); gloo, 2 ranks: placement not recorded."
     )
-    assert runs.matches_expectation(table, 2) == {"broadcast": True, "all_reduce": True}
-    table.loc[1, "after"] = [10, 13]
-    assert runs.matches_expectation(table, 2)["all_reduce"] is False
-    support = pd.DataFrame(
-        [
-            {"backend": "gloo", "device": "cpu", "operation": "all_reduce", "supported": True},
-            {"backend": "gloo", "device": "cpu", "operation": "all_to_all", "supported": False},
-            {"backend": "nccl", "device": "cpu", "operation": "(all)", "supported": False},
-        ]
-    )
-    matrix = runs.support_matrix_table(support)
-    assert matrix.loc["all_reduce", ("gloo", "cpu")] == "yes"
-    assert matrix.loc["all_to_all", ("gloo", "cpu")] == "no"
-    assert matrix.loc["(all)", ("nccl", "cpu")] == "no" and matrix.loc["all_reduce", ("nccl", "cpu")] == ""
-    result = {"checks": [{"check": "ring_all_reduce"}, {"check": "ring_all_reduce (transposed 3×7)"},
-                         {"check": "ring_broadcast"}], "sizes": [1, 3], "all_equal": True}  # fmt: skip
-    assert runs.verify_summary(result, 2) == {
-        "ranks": 2, "algorithms": "ring_all_reduce, ring_broadcast", "sizes": "1, 3", "checks": 3,
-        "all exactly equal": True,
-    }  # fmt: skip
 
 
 def test_support_probe_refuses_with_reasons_without_gpus(tmp_path):
@@ -151,22 +156,6 @@ def test_a_benchmark_budget_must_leave_room_in_the_launch_limit():
         runs.run_task("benchmark", 2, time_limit_seconds=100, time_budget_seconds=90)
     with pytest.raises(ValueError, match="must be positive"):
         runs.run_task("benchmark", 2, time_limit_seconds=100, time_budget_seconds=-1)
-
-
-def test_a_cheaper_chunk_explains_a_pipelined_broadcast_the_model_did_not_predict():
-    frame = pd.DataFrame(
-        {"operation": "ring_broadcast", "chunks": 1, "status": "ok", "backend": "gloo", "world_size": 2,
-         "bytes": [2**22, 2**24], "algbw_bytes_per_second": [3e9, 1.5e9]}
-    )  # fmt: skip
-    effect = runs.message_size_effect(frame, "gloo", 2, 4)
-    assert effect == {"one message of N/S bytes, speed against N": 2.0}
-    table = pd.DataFrame(
-        [{"backend": "gloo", "ranks": 2, "predicted S*": 1.0, "fastest measured S": 4, **effect}]
-    )
-    assert "moves 2.00x as fast per byte" in runs.describe_pipelining(table)
-    agreeing = table.assign(**{"fastest measured S": 1})
-    assert runs.describe_pipelining(agreeing).endswith("lies where the model puts S* (1.0).")
-    assert runs.describe_pipelining(table.iloc[:0]) == "No pipelined broadcast was measured here."
 
 
 def test_the_bandwidth_reference_is_a_copy_between_buffers(tmp_path):

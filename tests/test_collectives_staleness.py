@@ -30,7 +30,7 @@ def test_staleness_zero_is_synchronous_sgd(tiny_data):
     inputs, targets = train_set.tensors
     losses = [
         train.training_step(model, optimizer, inputs[i], targets[i], nn.functional.cross_entropy)[0].item()
-        for i in train.step_batches(32, 8, 3, 5)
+        for i in train.epoch_batches(32, 8, 3, 5)
     ]
     assert [row["batch_loss"] for row in run["history"]] == pytest.approx(losses, rel=1e-6, abs=1e-7)
     assert [row["step"] for row in run["history"] if "eval_loss" in row] == [2, 4, 5]
@@ -45,6 +45,60 @@ def test_stale_gradients_change_the_trajectory(tiny_data):
     stale_losses = [row["batch_loss"] for row in stale["history"]]
     assert stale_losses[0] == fresh_losses[0]  # step 1: the stale snapshot is the initial parameters
     assert stale_losses[1] != pytest.approx(fresh_losses[1], rel=1e-4)  # step 2 still sees step 0's
-    assert "2 step(s) stale" in stale["method"]
+    assert "each epoch reshuffled" in stale["method"]
     with pytest.raises(ValueError, match="staleness must be"):
         staleness.stale_gradient_training("LinearNet", train_set, test_set, -1, 4, 8, 0.05, 3)
+
+
+def test_a_run_stops_at_the_target_loss(tiny_data):
+    train_set, test_set = tiny_data
+    free = staleness.stale_gradient_training("LinearNet", train_set, test_set, 1, 6, 8, 0.05, 3, eval_every=2)
+    losses = {row["step"]: row["eval_loss"] for row in free["history"] if "eval_loss" in row}
+    assert free["steps_to_target"] is None and list(losses) == [2, 4, 6]
+    target = losses[4] * (1 + 1e-6)  # first reached at step 4 (if step 2 was not already below it)
+    stopped = staleness.stale_gradient_training(
+        "LinearNet", train_set, test_set, 1, 6, 8, 0.05, 3, eval_every=2, target_loss=target
+    )
+    first = min(step for step, loss in losses.items() if loss <= target)
+    assert stopped["steps_to_target"] == first and stopped["history"][-1]["step"] == first
+    assert "until the loss on the evaluated clips is at most" in stopped["method"]
+    with pytest.raises(ValueError, match="target_loss must be positive"):
+        staleness.stale_gradient_training("LinearNet", train_set, test_set, 0, 4, 8, 0.05, 3, target_loss=0)
+
+
+def record(tau, seed, steps, cap=300):
+    return {"config": {"staleness": tau, "seed": seed, "steps": cap}, "result": {"steps_to_target": steps}}
+
+
+def test_steps_to_target_paired_by_seed_with_a_verdict():
+    records = [
+        record(0, 0, 100), record(0, 1, 120), record(0, 2, 110),
+        record(4, 0, 120), record(4, 1, 150), record(4, 2, 121),  # ratios 1.2, 1.25, 1.1
+        record(16, 0, None), record(16, 1, 240), record(16, 2, 220),  # ≥3.0 (missed at 300), 2.0, 2.0
+    ]  # fmt: skip
+    table = staleness.steps_to_target_table(records)
+    assert table.loc[0, "verdict against τ = 0"] == "—"
+    four = table.loc[4]
+    assert four["steps to the target, per seed"] == "120, 150, 121" and four["median steps"] == "121"
+    assert four["× synchronous steps (median)"] == "1.20" and four["range over seeds"] == "1.10–1.25"
+    assert four["verdict against τ = 0"] == "slower"
+    sixteen = table.loc[16]
+    assert sixteen["steps to the target, per seed"] == "≥300, 240, 220" and sixteen["median steps"] == "≥240"
+    assert sixteen["× synchronous steps (median)"] == "≥2.00" and sixteen["range over seeds"] == "2.00–3.00"
+    assert sixteen["verdict against τ = 0"] == "slower"  # a lower bound above 1 is still more steps
+    assert (
+        staleness.describe_staleness(table, 4)
+        == "more steps: 1.20× the synchronous steps (1.10–1.25× over 3 seeds)"
+    )
+    assert staleness.describe_staleness(table, 0) == "110 steps (median of 3 seeds)"
+    assert staleness.describe_staleness(table, 8) == "not measured (no τ = 8 run)"
+    assert staleness.describe_stalenesses(table) == (
+        "with gradients 4 steps stale, more steps: 1.20× the synchronous steps (1.10–1.25× over 3 seeds); "
+        "with gradients 16 steps stale, more steps: ≥2.00× the synchronous steps (2.00–3.00× over 3 seeds)"
+    )
+    close = staleness.steps_to_target_table(
+        [*records[:3], record(4, 0, 101), record(4, 1, 119), record(4, 2, 112)]
+    )
+    assert close.loc[4, "verdict against τ = 0"] == "no measurable difference"  # 0.99–1.02, inside ±10 %
+    two_seeds = staleness.steps_to_target_table([*records[:2], *records[3:5]])
+    assert two_seeds.loc[4, "verdict against τ = 0"] == "not resolved"  # fewer than 3 seeds

@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from helpers.collectives import model, runs, tasks
+from helpers import worker
+from helpers.collectives import model, runs, tables, tasks
 
 SEMANTICS_TWO_RANKS = {
     "send_recv": [[0, 1], [0, 1]],
@@ -39,17 +40,18 @@ GLOO_CPU_LACKS = {"all_to_all"}  # torch 2.11's Gloo offers only the single-tens
 def test_semantics_table_and_support_matrix(tmp_path, no_leftovers, world_size, expected):
     assert model.expected_semantics(world_size) == expected
     results = runs.run_task("semantics", world_size, time_limit_seconds=120, output=tmp_path)
-    frame = runs.semantics_frame(results)
+    frame = tables.semantics_frame(results).reset_index()
     assert list(frame["operation"].unique()) == list(expected)
     for operation, per_rank in expected.items():
         rows = frame[frame["operation"] == operation]
         assert rows["rank"].tolist() == list(range(world_size))
-        assert rows["before"].tolist() == [[10 * r + i for i in range(world_size)] for r in range(world_size)]
+        before = [[10 * r + i for i in range(world_size)] for r in range(world_size)]
+        assert rows["holds before"].tolist() == before
         if operation in GLOO_CPU_LACKS:
-            assert rows["after"].tolist() == [None] * world_size
+            assert rows["holds after"].tolist() == [None] * world_size
             assert all(status.startswith("unsupported: ") for status in rows["status"])
         else:
-            assert rows["after"].tolist() == per_rank, operation
+            assert rows["holds after"].tolist() == per_rank, operation
             assert set(rows["status"]) == {"ok"}
     matrix = {row["operation"]: row for row in runs.support_matrix(results)}
     assert {op for op, row in matrix.items() if not row["supported"]} == GLOO_CPU_LACKS
@@ -104,3 +106,11 @@ def test_a_benchmark_stays_within_its_time_budget(tmp_path, no_leftovers):
     assert budget["time_budget_seconds"] == 0.5 and budget["skipped_cases"] >= 1
     assert budget["predicted_seconds"] <= 0.5
     assert [row["rows"] for row in results] == [results[0]["rows"]] * 2  # every rank ran the same cases
+
+
+def test_ranks_are_pinned_to_disjoint_shares_of_the_cores():
+    assert worker.pinned_cores(0, 2, [0, 1]) == [0] and worker.pinned_cores(1, 2, {1, 0}) == [1]
+    assert [worker.pinned_cores(r, 2, range(16)) for r in range(2)] == [list(range(8)), list(range(8, 16))]
+    assert worker.pinned_cores(2, 3, [4, 5, 6, 7]) == [6]  # one core each, the fourth left over
+    assert worker.pinned_cores(0, 3, [0, 1]) is None  # three ranks on two cores: nothing to pin
+    assert worker.pinned_cores(2, 2, [0, 1]) is None

@@ -74,18 +74,36 @@ def tf32_in_use() -> bool:
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
 
 
+def pinned_cores(index: int, sharing: int, available) -> list[int] | None:
+    """The cores the ``index``-th of ``sharing`` ranks on this machine is pinned to: an equal share of
+    ``available`` (consecutive, disjoint), or None when there are more ranks than cores to share."""
+    cores = sorted(available)
+    if not 0 <= index < sharing or sharing > len(cores):
+        return None
+    share = len(cores) // sharing
+    return cores[index * share : (index + 1) * share]
+
+
 def prepare_rank(config: dict) -> tuple[int, int, torch.device]:
     """Inside a worker: this rank's (rank, world_size, device), with its share of the cores as threads.
 
     The ranks on this machine share its cores equally (``config["threads"]`` overrides). With
-    ``device`` "cuda" the rank takes ``gpu_index``'s GPU of the ``usable_gpus(config["gpus"])``.
-    TF32 is ``config["tf32"]`` (default off: float32 arithmetic, as on the CPU), in every rank.
+    ``config["pin_cores"]`` each rank is also pinned to its own share (``pinned_cores``, by its number
+    among the ranks here), so that the scheduler cannot stack two ranks on one core while another idles;
+    with more ranks than cores nothing is pinned. With ``device`` "cuda" the rank takes ``gpu_index``'s
+    GPU of the ``usable_gpus(config["gpus"])``. TF32 is ``config["tf32"]`` (default off: float32
+    arithmetic, as on the CPU), in every rank.
     """
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank, local_world_size = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     here = bool(config.get(ALL_RANKS_HERE))
     sharing = ranks_on_this_machine(world_size, local_world_size, here)
-    torch.set_num_threads(config.get("threads") or max(1, usable_cores() // sharing))
+    threads = config.get("threads") or max(1, usable_cores() // sharing)
+    if config.get("pin_cores") and hasattr(os, "sched_setaffinity"):  # before any thread starts
+        cores = pinned_cores(rank if here else local_rank, sharing, os.sched_getaffinity(0))
+        if cores:
+            os.sched_setaffinity(0, cores)
+    torch.set_num_threads(threads)
     set_tf32(bool(config.get("tf32", False)))
     if config["device"] != "cuda":
         return rank, world_size, torch.device("cpu")

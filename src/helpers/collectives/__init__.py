@@ -4,6 +4,8 @@
   bandwidth factors, bytes per step by topology (pure arithmetic; chapter 5 imports it);
 - ``p2p``: ring broadcast, ring all-reduce and a parameter server from send/recv, as lock-step schedules;
 - ``tasks``: the torchrun worker (one process per rank) and its tasks;
-- ``runs``: the parent side: launching tasks through the results store, and the tables of their results;
-- ``staleness``: asynchronous SGD simulated in one process.
+- ``runs``: the parent side: launching tasks through the results store, their records as frames, the
+  α-β fits and what they predict;
+- ``tables``: the chapter's tables and the sentences that quote them;
+- ``staleness``: asynchronous SGD simulated in one process, and steps to a target loss per staleness.
 """

@@ -123,37 +123,76 @@ def bus_bandwidth_factor(operation: str, world_size: int) -> float:
     return factors[operation]
 
 
+def parameter_server_seconds(
+    nbytes: float, world_size: int, alpha_seconds: float, seconds_per_byte: float
+) -> float:
+    """Parameter-server step of ``nbytes`` on k ranks, one of them the server: 2(α + (k−1)·n·β).
+
+    Two steps (``p2p.parameter_server_schedule``): the k−1 workers' tensors into the server, posted
+    together, then the sum back out. Their latencies overlap; their bytes share the server's link, which
+    carries (k−1)·n each way. Zero for one rank.
+    """
+    if world_size == 1:
+        return 0.0
+    return 2 * message_seconds((world_size - 1) * nbytes, alpha_seconds, seconds_per_byte)
+
+
+def alpha_beta_terms(operation: str, world_size, nbytes, chunks=1) -> tuple:
+    """(latencies, bytes) of one call: its time is latencies·α + bytes·β, for each implementation.
+
+    ring all-reduce (``all_reduce``, ``all_reduce_ring``): 2(k−1) messages of n/k bytes; ring broadcast
+    in S chunks: S+k−2 messages of n/S; parameter server: 2 steps, each (k−1)·n bytes through the server.
+    Works on numbers and on numpy arrays alike.
+    """
+    k, n = world_size, nbytes
+    if operation == "ring_broadcast":
+        return chunks + k - 2, (chunks + k - 2) * n / chunks
+    if operation == "parameter_server":
+        return 2 * np.ones_like(k, dtype=float), 2 * (k - 1) * n
+    if operation in ("all_reduce", "all_reduce_ring"):
+        return 2 * (k - 1), 2 * (k - 1) * n / k
+    raise ValueError(f"no α-β formula for {operation!r}")
+
+
+def alpha_beta_seconds(
+    operation: str, nbytes, world_size, alpha_seconds: float, seconds_per_byte: float, chunks=1
+):
+    """What the α-β model predicts for one call of ``operation`` (``alpha_beta_terms``)."""
+    latencies, moved = alpha_beta_terms(operation, world_size, nbytes, chunks)
+    return latencies * alpha_seconds + moved * seconds_per_byte
+
+
 def fit_alpha_beta(frame: pd.DataFrame) -> dict:
     """α and β fitted to measured ``bytes``, ``world_size``, ``seconds`` of one operation.
 
-    Ring all-reduce rows follow 2(k−1)·α + 2(k−1)/k·bytes·β; ring-broadcast rows (``operation``
-    "ring_broadcast", with ``chunks`` S) follow (S+k−2)·α + (S+k−2)/S·bytes·β. Both are linear in
-    (α, β): non-negative least squares on relative errors (each row divided by its seconds), so that
-    small messages, which carry the information about α, weigh as much as large ones. Rows of one rank
-    carry no information and are dropped; a frame holding several ``operation`` values is refused (fit one
-    at a time).
+    Each row's time is latencies·α + bytes·β with the terms of its implementation (``alpha_beta_terms``,
+    from the ``operation`` column; without one, the ring all-reduce's): linear in (α, β), so non-negative
+    least squares on relative errors (each row divided by its seconds) fits them, and small messages,
+    which carry the information about α, weigh as much as large ones. ``median_relative_error`` says how
+    far the fitted line lies from the points. Rows of one rank carry no information and are dropped; a
+    frame holding several ``operation`` values is refused (fit one at a time).
     """
     if "operation" in frame and frame["operation"].nunique() > 1:
         raise ValueError(f"fit one operation at a time, not {sorted(frame['operation'].unique())}")
     rows = frame[frame["world_size"] > 1]
     if len(rows) < 2:
         raise ValueError("fitting α and β needs at least two measurements with two or more ranks")
-    k = rows["world_size"].to_numpy(dtype=float)
-    nbytes = rows["bytes"].to_numpy(dtype=float)
+    operation = rows["operation"].iloc[0] if "operation" in rows else "all_reduce"
+    chunks = rows["chunks"].to_numpy(dtype=float) if operation == "ring_broadcast" else 1.0
+    latencies, nbytes = alpha_beta_terms(
+        operation, rows["world_size"].to_numpy(dtype=float), rows["bytes"].to_numpy(dtype=float), chunks
+    )
     seconds = rows["seconds"].to_numpy(dtype=float)
-    if "operation" in rows and rows["operation"].iloc[0] == "ring_broadcast":
-        chunks = rows["chunks"].to_numpy(dtype=float)
-        messages, message_bytes = chunks + k - 2, nbytes / chunks
-    else:
-        messages, message_bytes = 2 * (k - 1), nbytes / k
-    design = np.column_stack([messages, messages * message_bytes]) / seconds[:, None]
+    design = np.column_stack([latencies, nbytes]) / seconds[:, None]
     scale = np.linalg.norm(design, axis=0)  # columns differ by ~10⁷: solve in units of equal size
     solution, _ = nnls(design / scale, np.ones_like(seconds))
     alpha, beta = solution / scale
+    modelled = latencies * alpha + nbytes * beta
     return {
         "alpha_seconds": float(alpha),
         "seconds_per_byte": float(beta),
         "bandwidth_bytes_per_second": float(1 / beta) if beta > 0 else math.inf,
+        "median_relative_error": float(np.median(np.abs(modelled / seconds - 1))),
     }
 
 

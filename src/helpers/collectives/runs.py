@@ -1,10 +1,9 @@
-"""Running the collectives worker from the parent side, through the results store, and reading its results
-(chapter 4).
+"""Running the collectives worker from the parent side, through the results store (chapter 4).
 
 ``run_task`` checks a task's settings and launches ``helpers.collectives.tasks`` on k ranks;
-``stored_*`` do it through ``helpers.results`` (a finished identical measurement is reused); the rest
-turns rank files and records into the chapter's tables: the semantics table and support matrix, the
-exactness summary, the benchmark frame in nccl-tests' units, the α-β fits and the ring against the library.
+``stored_*`` do it through ``helpers.results`` (a finished identical measurement is reused). The records
+become frames here: the support matrix, the benchmark in nccl-tests' units, and the α-β fits with what
+they predict. ``helpers.collectives.tables`` turns them into the chapter's tables.
 """
 
 from __future__ import annotations
@@ -17,11 +16,8 @@ import pandas as pd
 from helpers.collectives.model import (
     ALL_REDUCE_IMPLEMENTATIONS,
     BENCHMARK_OPERATIONS,
-    SEMANTIC_OPERATIONS,
-    expected_semantics,
+    alpha_beta_seconds,
     fit_alpha_beta,
-    ring_all_reduce_seconds,
-    ring_broadcast_seconds,
 )
 from helpers.dataparallel import stored_copy_calibration
 from helpers.launch import launch, run_plan
@@ -29,27 +25,10 @@ from helpers.worker import MAX_TIMEOUT_SECONDS, usable_gpus
 
 WORKER = "helpers.collectives.tasks"
 BUDGET_SHARE = 0.75  # of a benchmark launch's wall-clock limit; the rest starts the ranks and probes
-
-
-def semantics_frame(results: list[dict]) -> pd.DataFrame:
-    """One row per (operation, rank): what the rank held before and after, and the operation's status."""
-    rows = []
-    for result in results:
-        for record in result["operations"]:
-            rows.append(
-                {
-                    "operation": record["operation"],
-                    "rank": result["rank"],
-                    "before": record["before"],
-                    "after": record["after"],
-                    "status": record["status"],
-                }
-            )
-    order = {name: index for index, name in enumerate(SEMANTIC_OPERATIONS)}
-    frame = pd.DataFrame(rows)
-    return frame.sort_values(
-        ["operation", "rank"], key=lambda c: c.map(order) if c.name == "operation" else c, ignore_index=True
-    )
+# The α-β fit of the link: two ranks, one message between them per step, each rank pinned to its own
+# share of the cores where there are enough (chapter 5 prices DDP's all-reduce with this fit). More ranks
+# than cores measure the scheduler as well as the link.
+LINK_FIT_WORLD_SIZE = 2
 
 
 def support_matrix(results: list[dict]) -> list[dict]:
@@ -69,90 +48,6 @@ def support_matrix(results: list[dict]) -> list[dict]:
             }
         )
     return rows
-
-
-def benchmark_frame(rank0_result: dict) -> pd.DataFrame:
-    """Rank 0's benchmark rows as a tidy table, algbw and busbw also in GB/s (10⁹ bytes, as nccl-tests)."""
-    frame = pd.DataFrame(rank0_result["rows"])
-    for column in ("bytes", "seconds", "algbw_bytes_per_second", "busbw_bytes_per_second"):
-        if column not in frame:
-            frame[column] = np.nan
-    frame["algbw_GBps"] = frame["algbw_bytes_per_second"] / 1e9
-    frame["busbw_GBps"] = frame["busbw_bytes_per_second"] / 1e9
-    return frame
-
-
-def bandwidth_reference(store, device: str, gpus: int | None = None) -> tuple[str, float] | None:
-    """The line a bandwidth figure is held against: between GPUs the measured GPU-to-GPU copy, on a CPU
-    a copy from one buffer in memory to another (through the store); None for ranks sharing one GPU."""
-    if device == "cpu":
-        copy = stored_copy_calibration(store, device="cpu", fresh=False)["result"]
-        return "one buffer copied to another in memory", copy["bytes"] / copy["seconds"]
-    if usable_gpus(gpus) >= 2:
-        copy = stored_copy_calibration(store, device="cuda:0", to="cuda:1", fresh=False)["result"]
-        return "a copy from GPU 0 to GPU 1", copy["bytes"] / copy["seconds"]
-    return None
-
-
-def message_size_effect(frame: pd.DataFrame, backend: str, ranks: int, chunks: int) -> dict:
-    """How fast, per byte, one unchunked broadcast of N/``chunks`` bytes ran against one of N bytes (the
-    largest size), from the S = 1 rows: above 1, a chunk is cheaper per byte even without any overlap."""
-    naive = frame.query(
-        "operation == 'ring_broadcast' and chunks == 1 and status == 'ok' and backend == @backend "
-        "and world_size == @ranks"
-    ).set_index("bytes")["algbw_bytes_per_second"]
-    whole = naive.index.max()
-    part = whole // chunks
-    ratio = naive[part] / naive[whole] if part in naive.index and chunks > 1 else float("nan")
-    return {"one message of N/S bytes, speed against N": ratio}
-
-
-def describe_pipelining(table: pd.DataFrame) -> str:
-    """A sentence per (backend, ranks) on whether the measured fastest chunk count agrees with S*."""
-    sentences = []
-    for _, row in table.iterrows():
-        predicted, measured = row["predicted S*"], row["fastest measured S"]
-        ratio = row["one message of N/S bytes, speed against N"]
-        where = f"With {row['ranks']} ranks ({row['backend']})"
-        if round(predicted) == measured or (predicted > 1 and abs(measured - predicted) / predicted <= 0.5):
-            sentences.append(f"{where} the fastest measured S, {measured}, lies where the model puts S* "
-                             f"({predicted:.1f}).")  # fmt: skip
-        elif ratio == ratio and ratio > 1:  # not NaN: a cheaper chunk explains it
-            sentences.append(
-                f"{where} the fastest measured S is {measured} against a "
-                f"predicted S* of {predicted:.1f}: here one message of N/{measured} bytes moves "
-                f"{ratio:.2f}x as fast per byte as one of N bytes, which no α-β line can express — a cost "
-                "per byte that grows with the message (caches, fresh pages) rewards chunks even where "
-                "there is nothing to overlap."
-            )
-        else:
-            sentences.append(f"{where} the fastest measured S is {measured} against a predicted S* of "
-                             f"{predicted:.1f}.")  # fmt: skip
-    return " ".join(sentences) or "No pipelined broadcast was measured here."
-
-
-def skipped_cases(frame: pd.DataFrame) -> pd.DataFrame:
-    """The benchmark rows that did not run, and why: a collective the backend lacks, or the time budget."""
-    skipped = frame[frame["status"] != "ok"]
-    return pd.DataFrame(
-        {
-            "backend": skipped.get("backend"),
-            "ranks": skipped["world_size"],
-            "case": skipped["label"],
-            "bytes": skipped["requested_bytes"],
-            "why": skipped["status"],
-        }
-    ).reset_index(drop=True)
-
-
-def matches_expectation(table: pd.DataFrame, world_size: int) -> dict[str, bool]:
-    """For each operation the backend ran, whether every rank's result equals ``expected_semantics``."""
-    ran = table.query("status == 'ok'")
-    return {
-        operation: ran.query("operation == @operation")["after"].tolist() == after
-        for operation, after in expected_semantics(world_size).items()
-        if operation in set(ran["operation"])
-    }
 
 
 def probe_support(store, backends=("gloo", "nccl"), devices=("cpu", "cuda"), gpus: int | None = None):
@@ -177,34 +72,70 @@ def probe_support(store, backends=("gloo", "nccl"), devices=("cpu", "cuda"), gpu
     return pd.DataFrame(rows)
 
 
-def support_matrix_table(support: pd.DataFrame) -> pd.DataFrame:
-    """``probe_support``'s rows as operation × (backend, device), "yes"/"no"."""
-    marked = support.assign(here=support["supported"].map({True: "yes", False: "no"}))
-    table = marked.pivot_table(
-        index="operation", columns=["backend", "device"], values="here", aggfunc="first", sort=False
+def benchmark_frame(rank0_result: dict) -> pd.DataFrame:
+    """Rank 0's benchmark rows as a tidy table, algbw and busbw also in GB/s (10⁹ bytes, as nccl-tests)."""
+    frame = pd.DataFrame(rank0_result["rows"])
+    for column in ("bytes", "seconds", "algbw_bytes_per_second", "busbw_bytes_per_second"):
+        if column not in frame:
+            frame[column] = np.nan
+    frame["algbw_GBps"] = frame["algbw_bytes_per_second"] / 1e9
+    frame["busbw_GBps"] = frame["busbw_bytes_per_second"] / 1e9
+    return frame
+
+
+def benchmark_frames(records: list[dict]) -> pd.DataFrame:
+    """``benchmark_frame`` of several ``collective_benchmark`` records in one frame, each row with its
+    launch's backend and device."""
+    return pd.concat(
+        [
+            benchmark_frame(r["result"]).assign(backend=r["config"]["backend"], device=r["config"]["device"])
+            for r in records
+        ],
+        ignore_index=True,
     )
-    return table.fillna("")
 
 
-def verify_summary(result: dict, world_size: int) -> dict:
-    """One line of the exactness table: which algorithms, sizes and checks ran on ``world_size`` ranks."""
-    checks = pd.DataFrame(result["checks"])
-    return {
-        "ranks": world_size,
-        "algorithms": ", ".join(sorted(checks["check"].str.split(" ").str[0].unique())),
-        "sizes": ", ".join(map(str, result["sizes"])),
-        "checks": len(checks),
-        "all exactly equal": result["all_equal"],
-    }
+def placement(records: list[dict]) -> str:
+    """Where each benchmark launch's ranks ran: pinned one share of cores per rank, or left to the
+    scheduler (more ranks than cores), from the cores every rank recorded."""
+    phrases = []
+    for record in records:
+        k, cores = record["config"]["world_size"], record["result"].get("cores_per_rank")
+        where = f"{record['config']['backend']}, {k} ranks"
+        if not cores or None in cores:
+            phrases.append(f"{where}: placement not recorded")
+            continue
+        every = set().union(*map(set, cores))
+        if len(cores) > 1 and sum(map(len, cores)) == len(every):  # disjoint shares: pinned
+            shares = "; ".join(", ".join(map(str, c)) for c in cores)
+            phrases.append(f"{where}: each rank pinned to its own core(s) ({shares})")
+        else:
+            phrases.append(f"{where}: not pinned, {k} ranks share {len(every)} core(s)")
+    return "; ".join(phrases) + "."
 
 
-def alpha_beta_fits(frame: pd.DataFrame) -> pd.DataFrame:
-    """α and β per backend, device and operation: each all-reduce implementation on all its rows (two or
-    more ranks), and the ring broadcast on its naive, one-chunk rows only — so that its pipelined rows
-    stay out of the fit and test the model.
+def bandwidth_reference(store, device: str, gpus: int | None = None) -> tuple[str, float] | None:
+    """The line a bandwidth figure is held against: between GPUs the measured GPU-to-GPU copy, on a CPU
+    a copy from one buffer in memory to another (through the store); None for ranks sharing one GPU."""
+    if device == "cpu":
+        copy = stored_copy_calibration(store, device="cpu", fresh=False)["result"]
+        return "one buffer copied to another in memory", copy["bytes"] / copy["seconds"]
+    if usable_gpus(gpus) >= 2:
+        copy = stored_copy_calibration(store, device="cuda:0", to="cuda:1", fresh=False)["result"]
+        return "a copy from GPU 0 to GPU 1", copy["bytes"] / copy["seconds"]
+    return None
+
+
+def alpha_beta_fits(frame: pd.DataFrame, world_sizes=None) -> pd.DataFrame:
+    """α and β per backend, device and operation, on the rows of ``world_sizes`` (None: every world size
+    of two or more ranks, pooled): each all-reduce implementation with its own formula
+    (``model.alpha_beta_terms``), and the ring broadcast on its naive, one-chunk rows only — so that its
+    pipelined rows stay out of the fit and test the model. ``ranks`` names the world sizes fitted.
     """
     rows = []
     usable = frame[(frame["status"] == "ok") & (frame["world_size"] > 1)]
+    if world_sizes is not None:
+        usable = usable[usable["world_size"].isin(list(world_sizes))]
     for (backend, device, operation), group in usable.groupby(["backend", "device", "operation"]):
         if operation == "ring_broadcast":
             group = group[group["chunks"] == 1]
@@ -212,46 +143,46 @@ def alpha_beta_fits(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         if len(group) >= 2:
             fit = fit_alpha_beta(group)
-            rows.append({"backend": backend, "device": device, "operation": operation, **fit})
+            ranks = ", ".join(str(k) for k in sorted(group["world_size"].unique()))
+            rows.append({"backend": backend, "device": device, "operation": operation, "ranks": ranks, **fit})
     return pd.DataFrame(rows)
 
 
-def with_model_seconds(frame: pd.DataFrame, fits: pd.DataFrame, operation: str = "all_reduce"):
-    """The benchmark rows with what the α-β model predicts for them, from ``operation``'s fit.
+def check_benchmark_world_sizes(world_sizes) -> None:
+    """ValueError unless the benchmark measures ``LINK_FIT_WORLD_SIZE`` ranks, where the link is fitted."""
+    if LINK_FIT_WORLD_SIZE not in world_sizes:
+        raise ValueError(
+            f"benchmark_world_sizes {list(world_sizes)} must include {LINK_FIT_WORLD_SIZE}: the α-β fit "
+            "of the link (which chapter 5 uses) is on two ranks"
+        )
 
-    All-reduce rows use the ring all-reduce formula, ring-broadcast rows the pipelined broadcast formula.
-    """
+
+def modelled_all_reduces(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
+    """Every all-reduce row of the benchmark with what its own implementation's fit predicts for it."""
+    return pd.concat(
+        [
+            with_model_seconds(frame[frame["operation"] == operation], fits, operation)
+            for operation in ALL_REDUCE_IMPLEMENTATIONS
+        ],
+        ignore_index=True,
+    )
+
+
+def with_model_seconds(frame: pd.DataFrame, fits: pd.DataFrame, operation: str = "all_reduce"):
+    """The benchmark rows with what the α-β model predicts for them from ``operation``'s fit (the first
+    such row of ``fits`` for the row's backend and device), each row with its own implementation's
+    formula: ring all-reduce, parameter server or pipelined ring broadcast."""
     predicted = []
     for row in frame.itertuples():
         fit = fits.query("backend == @row.backend and device == @row.device and operation == @operation")
-        if fit.empty or row.status != "ok":
+        formula = row.operation if row.operation in (*ALL_REDUCE_IMPLEMENTATIONS, "ring_broadcast") else None
+        if fit.empty or row.status != "ok" or formula is None:
             predicted.append(np.nan)
             continue
         alpha, beta = fit["alpha_seconds"].iloc[0], fit["seconds_per_byte"].iloc[0]
-        if row.collective == "all_reduce":
-            predicted.append(ring_all_reduce_seconds(row.bytes, row.world_size, alpha, beta))
-        elif row.operation == "ring_broadcast":
-            predicted.append(ring_broadcast_seconds(row.bytes, row.world_size, int(row.chunks), alpha, beta))
-        else:
-            predicted.append(np.nan)
+        chunks = int(row.chunks) if formula == "ring_broadcast" else 1
+        predicted.append(float(alpha_beta_seconds(formula, row.bytes, row.world_size, alpha, beta, chunks)))
     return frame.assign(model_seconds=predicted)
-
-
-def ring_against_library(frame: pd.DataFrame, min_bytes: int = 16 * 2**20) -> pd.DataFrame:
-    """busbw of our ring all-reduce as a fraction of ``dist.all_reduce``'s, at every size ≥ ``min_bytes``."""
-    ok = frame[
-        (frame["status"] == "ok")
-        & (frame["bytes"] >= min_bytes)
-        & (frame["world_size"] > 1)
-        & frame["operation"].isin(["all_reduce", "all_reduce_ring"])
-    ]
-    table = ok.pivot_table(
-        index=["backend", "device", "world_size", "bytes"], columns="operation", values="busbw_GBps"
-    ).reset_index()
-    library, ours = "dist.all_reduce busbw GB/s", "our ring busbw GB/s"
-    table = table.rename(columns={"all_reduce": library, "all_reduce_ring": ours})
-    table["ring / dist"] = table[ours] / table[library]
-    return table[["backend", "device", "world_size", "bytes", library, ours, "ring / dist"]]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -276,6 +207,7 @@ TASK_DEFAULTS = {
         "iterations": 10,
         "warmup_iterations": 2,
         "time_budget_seconds": None,  # None: BUDGET_SHARE of the launch's wall-clock limit
+        "pin_cores": True,  # one share of the cores per rank where there are enough (helpers.worker)
     },
 }
 
@@ -368,13 +300,14 @@ def stored_deadlock(store, world_size: int, time_limit_seconds: float = 120, **s
 
 
 def stored_benchmark(store, world_size: int, time_limit_seconds: float = 600, **settings) -> dict:
-    """The benchmark through the results store; result: rank 0's rows (``benchmark_frame`` tabulates them)."""
+    """The benchmark through the results store; result: rank 0's rows (``benchmark_frame`` tabulates them)
+    and the cores every rank ran on (``cores_per_rank``, for ``placement``)."""
     return _stored(
         store,
         "collective_benchmark",
         "benchmark",
         world_size,
         time_limit_seconds,
-        lambda results: results[0],
+        lambda results: {**results[0], "cores_per_rank": [result.get("cores") for result in results]},
         **settings,
     )

@@ -362,6 +362,7 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
     """nccl-tests-style timings: per operation and message size the median over iterations of the slowest
     rank's time, algbw = bytes / seconds and busbw = algbw × the collective's bus factor.
 
+    ``cores`` are the cores this rank may run on (its own share when ``config["pin_cores"]`` pinned it).
     A probe first times every case at two sizes (``_probe``) and predicts each case's iterations from the
     line through them, charged ``PROBE_SAFETY`` times; cases that would overrun
     ``config["time_budget_seconds"]`` are skipped and say so (``budget_plan``), so that gigabyte
@@ -432,6 +433,7 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
     rows.sort(key=lambda row: (order[row["operation"]], row["chunks"] or 0, row["requested_bytes"]))
     return {
         "rows": rows,
+        "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "budget": {
             "time_budget_seconds": config["time_budget_seconds"],
             "predicted_seconds": predicted_total,

@@ -1,0 +1,185 @@
+"""helpers.collectives.tables: the chapter's tables, with human column names and hand-computed values."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from helpers.collectives import model, runs, tables
+
+
+def test_semantics_expectation_support_and_what_gloo_lacks():
+    table = pd.DataFrame(
+        [{"operation": "all_reduce", "rank": r, "holds after": [10, 12], "status": "ok"} for r in range(2)]
+        + [{"operation": "broadcast", "rank": r, "holds after": [0, 1], "status": "ok"} for r in range(2)]
+        + [
+            {"operation": "all_to_all", "rank": r, "holds after": None, "status": "unsupported"}
+            for r in range(2)
+        ]
+    ).set_index(["operation", "rank"])
+    assert tables.matches_expectation(table, 2) == {"broadcast": True, "all_reduce": True}
+    table.loc[("all_reduce", 1), "holds after"] = [10, 13]
+    assert tables.matches_expectation(table, 2)["all_reduce"] is False
+    support = pd.DataFrame(
+        [
+            {"backend": "gloo", "device": "cpu", "operation": "all_reduce", "supported": True, "message": ""},
+            {"backend": "gloo", "device": "cpu", "operation": "all_to_all", "supported": False,
+             "message": "Backend gloo does not support alltoall"},
+            {"backend": "nccl", "device": "cpu", "operation": "(all)", "supported": False,
+             "message": "NCCL only moves CUDA tensors"},
+        ]
+    )  # fmt: skip
+    matrix = tables.support_matrix_table(support)
+    assert matrix.loc["all_reduce", ("gloo", "cpu")] == "yes"
+    assert matrix.loc["all_to_all", ("gloo", "cpu")] == "no"
+    assert matrix.loc["(all)", ("nccl", "cpu")] == "no" and matrix.loc["all_reduce", ("nccl", "cpu")] == ""
+    assert tables.support_summary(support) == (
+        "gloo on cpu tensors runs 1 of 2 operations; it lacks all_to_all (Backend gloo does not support "
+        "alltoall)"
+    )
+    assert tables.support_summary(support.iloc[:1]) == "gloo on cpu tensors runs 1 of 1 operations"
+    missing = tables.unsupported_table(support)
+    assert missing.index.tolist() == [("gloo", "cpu", "all_to_all"), ("nccl", "cpu", "(all)")]
+    assert missing.columns.tolist() == ["why not"]
+
+
+def test_exactness_deadlock_and_lockstep_tables():
+    checks = [{"check": "ring_all_reduce"}, {"check": "ring_all_reduce (transposed 3×7)"},
+              {"check": "ring_broadcast"}]  # fmt: skip
+    result = {"checks": checks, "sizes": [1, 3, 1000, 1001], "all_equal": True}
+    summary = tables.verify_summary(result, 2)
+    assert summary == {
+        "ranks": 2, "algorithms": "ring_all_reduce, ring_broadcast",
+        "tensor sizes (elements)": "1, 3, 1,000, 1,001", "checks": 3, "all exactly equal": True,
+    }  # fmt: skip
+    assert tables.exactness_table([summary]).index.tolist() == [2]
+    deadlock = tables.deadlock_table(
+        {"ranks": [{"rank": 0, "skipped_all_reduce": False, "timed_out": True, "seconds": 5.00617,
+                    "error": "Timed out waiting 5000ms"},
+                   {"rank": 1, "skipped_all_reduce": True, "timed_out": False}]}
+    )  # fmt: skip
+    assert deadlock["waited (s)"].tolist() == ["5.01", "—"]
+    assert deadlock["error"].tolist() == ["Timed out waiting 5000ms", "—"]
+    assert deadlock.columns.tolist() == ["skipped the all-reduce", "timed out", "waited (s)", "error"]
+    lockstep = tables.lockstep_frame(range(2, 4))
+    assert lockstep.columns.tolist() == ["k = 2", "k = 3"]
+    assert lockstep.loc["one message at a time (naive)"].tolist() == [4, 6]  # each rank's send and receive
+    assert lockstep.loc["ring all-reduce"].tolist() == [0, 0]
+
+
+def test_skipped_cases_name_size_and_reason():
+    frame = pd.DataFrame(
+        {"backend": "gloo", "world_size": 2, "label": ["all_reduce (our ring)", "x"],
+         "requested_bytes": [67108864, 1024], "status": ["skipped: over the time budget", "ok"]}
+    )  # fmt: skip
+    skipped = tables.skipped_cases(frame)
+    assert skipped.index.tolist() == [("gloo", 2, "all_reduce (our ring)")]
+    assert skipped["message (bytes)"].tolist() == ["67,108,864"]
+
+
+def synthetic(alpha, beta, k, factor=1.0):
+    """Benchmark rows whose seconds are exactly the α-β model's, times ``factor``."""
+    rows = []
+    for nbytes in (2**22, 2**24, 2**26):
+        for operation in ("all_reduce", "all_reduce_ring", "parameter_server"):
+            seconds = model.alpha_beta_seconds(operation, nbytes, k, alpha, beta) * factor
+            rows.append({"operation": operation, "chunks": None, "bytes": nbytes, "seconds": seconds})
+        for chunks in (1, 4):
+            seconds = model.ring_broadcast_seconds(nbytes, k, chunks, alpha, beta) * factor
+            rows.append(
+                {"operation": "ring_broadcast", "chunks": chunks, "bytes": nbytes, "seconds": seconds}
+            )
+    frame = pd.DataFrame(rows).assign(world_size=k, status="ok", backend="gloo", device="cpu")
+    return frame.assign(algbw_bytes_per_second=frame["bytes"] / frame["seconds"])
+
+
+def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
+    frame = pd.concat([synthetic(20e-6, 1e-9, 2), synthetic(20e-6, 1e-9, 3, factor=2.0)], ignore_index=True)
+    fits = runs.alpha_beta_fits(frame, world_sizes=[2])
+    table = tables.alpha_beta_table(fits)
+    row = table.loc[("gloo/cpu", "all_reduce (our parameter server)", "2")]
+    assert ("gloo/cpu", "broadcast (our ring, S=1)", "2") in table.index  # fitted on its one-chunk rows
+    assert row.tolist() == [20.0, 1.0, 0.0]  # α 20 µs, 1/β 1 GB/s, no error: its own formula
+    assert table.columns.tolist() == ["α (µs per message)", "1/β (GB/s)", "fit error, median (%)"]
+    beyond = tables.beyond_the_fit(frame, fits)
+    assert beyond.index.tolist() == [
+        ("gloo/cpu", "all_reduce (torch.distributed)", 3),
+        ("gloo/cpu", "all_reduce (our ring)", 3),
+        ("gloo/cpu", "all_reduce (our parameter server)", 3),
+    ]
+    assert beyond["measured ÷ two-rank model, median"].tolist() == [2.0, 2.0, 2.0]
+    assert beyond["range over message sizes"].tolist() == ["2.00–2.00"] * 3
+    assert tables.beyond_the_fit(frame.query("world_size == 2"), fits).empty
+    assert tables.describe_link(fits) == (
+        "α = 20 µs per message and 1/β = 1.00 GB/s (gloo on cpu, 2 ranks; the line lies 0% from the "
+        "points, median)"
+    )
+    assert tables.describe_beyond(beyond, cores=2) == (
+        "With 3 ranks on this machine's 2 cores (gloo/cpu), all_reduce (torch.distributed) took 2.00× "
+        "what the two-rank fit predicts (median over message sizes; 2.00–2.00×)."
+    )
+    assert tables.describe_beyond(beyond.iloc[:0], cores=2).startswith("Only 2 ranks were measured here")
+    assert tables.describe_link(fits.iloc[:0]) == "not fitted (no all_reduce measured on 2 ranks)"
+
+
+def test_ring_against_library_with_its_interval_and_verdict():
+    frame = pd.DataFrame(
+        {"operation": ["all_reduce", "all_reduce_ring", "all_reduce"], "bytes": [2**24, 2**24, 2**20],
+         "seconds_all": [[1.0, 1.2, 1.4], [1.5, 1.6, 2.0], [0.1]], "busbw_GBps": [0.0152, 0.0105, 0.01],
+         "world_size": 2, "status": "ok", "backend": "gloo", "device": "cpu"}
+    )  # fmt: skip
+    ratio = tables.ring_against_library(frame, min_bytes=2**24)
+    assert ratio.index.tolist() == [("gloo/cpu", 2, "16")]
+    row = ratio.iloc[0]
+    # medians 1.2 and 1.6; pairing the extremes: 1.0/2.0 and 1.4/1.5
+    assert row["ours ÷ library"] == 0.75 and row["range (min–max pairing)"] == "0.50–0.93"
+    assert row["verdict"] == "slower"
+    assert tables.describe_ring(ratio) == (
+        "slower, 0.75× the library's bus bandwidth (0.50–0.93×, min–max pairing of the iterations) at 16 MiB "
+        "on 2 gloo/cpu ranks"
+    )
+    assert tables.listed([2, 3, 4]) == "2, 3 and 4" and tables.listed([2]) == "2"
+
+
+def test_a_chunk_cheaper_per_byte_measured_or_interpolated():
+    frame = pd.DataFrame(
+        {"operation": "ring_broadcast", "chunks": 1, "status": "ok", "backend": "gloo", "world_size": 2,
+         "bytes": [2**22, 2**24], "algbw_bytes_per_second": [3e9, 1.5e9]}
+    )  # fmt: skip
+    assert tables.message_size_effect(frame, "gloo", 2, 4) == pytest.approx(2.0)  # 4 MiB measured
+    # 8 MiB lies halfway between on log axes: √(3e9 · 1.5e9) / 1.5e9 = √2
+    assert tables.message_size_effect(frame, "gloo", 2, 2) == pytest.approx(math.sqrt(2))
+    assert math.isnan(tables.message_size_effect(frame, "gloo", 2, 8))  # 2 MiB: below every size
+    assert tables.message_size_effect(frame, "gloo", 2, 1) == 1.0
+
+
+def test_pipelining_table_cases_and_their_sentences():
+    frame = synthetic(20e-6, 1e-9, 3)
+    fits = runs.alpha_beta_fits(frame)
+    table, cases = tables.pipelining(frame, fits)
+    # S* = √((k−2)·Nβ/α) = √(2²⁶·1e-9 / 2e-5) = 57.9; of S = 1 and 4 the pipelined 4 is faster
+    assert table.loc[("gloo", 3)].tolist() == ["64", 57.9, 4, 1.0]
+    assert cases[0]["title"] == "Ring broadcast of 64 MiB, gloo, k = 3" and cases[0]["best"] == pytest.approx(
+        math.sqrt(2**26 * 1e-9 / 20e-6)
+    )
+    assert cases[0]["rows"]["model_seconds"].tolist() == pytest.approx(cases[0]["rows"]["seconds"].tolist())
+    assert tables.describe_pipelining(table) == (
+        "With 3 ranks (gloo) the fastest measured S is 4 against a predicted S* of 57.9."
+    )
+    cheaper = table.assign(**{tables.SPEED_OF_A_CHUNK: 2.0})
+    assert "moves 2.00× as fast per byte as one of N bytes" in tables.describe_pipelining(cheaper)
+    agreeing = table.assign(**{"fastest measured S": 58})
+    assert tables.describe_pipelining(agreeing).endswith("lies where the model puts S* (57.9).")
+    assert tables.describe_pipelining(table.iloc[:0]) == "No pipelined broadcast was measured here."
+
+
+def test_topology_table_is_exact_with_thousands_separators():
+    table = tables.topology_table(["ConvNet"], 4, 2)
+    ring = table.loc[("ConvNet", "ring all-reduce")]
+    # 376,200 parameters of 4 bytes: 2(k−1)N = 9,028,800 in all, 2(k−1)/k·N = 2,257,200 per link
+    assert ring["bytes moved per step"] == "9,028,800"
+    assert ring["busiest link, per direction (bytes)"] == "2,257,200"
+    assert table.loc[("ConvNet", "parameter server on the CPU"), "busiest link, per direction (bytes)"] == (
+        "6,019,200"
+    )
+    assert tables.topology_uses(4, 2).index.tolist()[-1] == "ring all-reduce"
