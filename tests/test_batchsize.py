@@ -3,6 +3,7 @@ scale (against a plain autograd loop), and steps to a target on real clips."""
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -28,6 +29,61 @@ def test_the_fit_recovers_an_exact_critical_batch():
         batchsize.fit_critical_batch([8, 16], [10, 5])
     assert batchsize.fit_critical_batch([8, 16, 32], [10, 10, 11])["b_crit"] == 0
     assert batchsize.fit_critical_batch([8, 16, 32], [80, 40, 20])["b_crit"] == math.inf
+
+
+def test_a_batch_drawn_without_replacement_keeps_less_of_the_variance():
+    assert batchsize.finite_population_factor(400, 256) == 144 / 399  # 0.36: the bias of 400 clips
+    assert batchsize.finite_population_factor(2700, 256) == 2444 / 2699  # 0.91 on the training split
+    assert batchsize.finite_population_factor(2700, 1) == 1.0
+    assert batchsize.finite_population_factor(2700, 2700) == 0.0
+    with pytest.raises(ValueError, match="exceeds the 10"):
+        batchsize.finite_population_factor(10, 11)
+
+
+def test_the_warmup_note_names_a_run_that_ends_inside_its_warmup():
+    table = pd.DataFrame({"rule": ["linear"] * 3 + ["fixed"] * 3, "global_batch": [8, 128, 256] * 2,
+                          "steps": [160, 20, 10, 180, 60, 50]})  # fmt: skip
+    assert batchsize.warmup_note(table, 10).startswith(
+        "At batch 256 the linear rule reaches the target by step 10"
+    )
+    assert batchsize.warmup_note(table, 5) == ""
+    assert batchsize.warmup_note(table.assign(steps=[160, 20, None] * 2), 10) == ""
+
+
+def test_views_read_with_units_and_say_what_is_not_resolved():
+    table = pd.DataFrame({"rule": ["fixed", "fixed", "linear", "linear"], "seed": [0, 1, 0, 1],
+                          "global_batch": [8, 8, 8, 8], "steps": [100, 120, 100, None],
+                          "samples": [800, 960, 800, None]})  # fmt: skip
+    steps = batchsize.steps_view(table)
+    assert steps.loc[8, "steps, fixed rate"] == "110" and steps.loc[8, "samples, fixed rate"] == "880"
+    assert steps.loc[8, "steps, linear rate"] == "–"  # one seed did not reach the target
+    fits = batchsize.fits_view({"fixed": {"s_min": 50.0, "b_crit": 12.4, "e_min": 620.0}}, [8, 256])
+    assert fits.loc["fixed"].tolist() == ["50", "12", "620", "inside the measured range (8–256)"]
+    points = pd.DataFrame({"step": [0, 100], "loss": [2.3, 2.2], "trace_sigma": [3.0, 3.0],
+                           "gradient_norm2": [0.1, 0.001], "b_simple": [30.0, 3000.0]})  # fmt: skip
+    assert batchsize.noise_view(points, 256)["B_simple (samples)"].tolist() == ["30", "> 256"]
+
+
+def test_the_base_batch_trains_once_for_every_rule(tmp_path, monkeypatch):
+    from helpers.results import ResultStore
+
+    calls = []
+
+    def fake(model_name, train_set, *, global_batch, lr, **settings):
+        calls.append((global_batch, lr))
+        return {"steps": 10 * len(calls), "samples": None, "history": []}
+
+    monkeypatch.setattr(batchsize, "steps_to_target", fake)
+    monkeypatch.setattr(batchsize, "take", lambda dataset, samples, seed: None)
+    monkeypatch.setattr(batchsize, "load_fsdd", lambda: type("F", (), {"split": lambda self, name: None})())
+    store = ResultStore("test", root=tmp_path, hardware={"cpu_model": "test"})
+    records = batchsize.stored_critical_batch(
+        store, "LinearNet", 20, rules=["fixed", "linear"], seeds=[0], batches=[8, 16], base_lr=1e-3,
+        target_loss=2.0, max_steps=5,
+    )  # fmt: skip
+    assert calls == [(8, 1e-3), (16, 1e-3), (16, 2e-3)]  # batch 8: one run for both rules
+    assert [r["config"]["rule"] for r in records] == ["fixed", "linear", "fixed", "linear"]
+    assert records[0]["result"] == records[1]["result"] and records[1]["config"]["lr"] == 1e-3
 
 
 def tiny_problem():
@@ -59,17 +115,6 @@ def test_the_noise_scale_is_compared_in_orders_of_magnitude():
     assert batchsize.noise_against_critical(1.4, 16.8) == "12 times smaller than"
     assert batchsize.noise_against_critical(100.0, 20.0) == "5 times larger than"
     assert batchsize.noise_against_critical(math.inf, 20.0) == "not comparable with"
-
-
-def test_training_batches_are_reshuffled_every_epoch():
-    chosen = batchsize.epoch_batches(10, 6, seed=0, count=4)  # one full batch per epoch of 10
-    assert len(chosen) == 4 and all(len(index) == 6 for index in chosen)
-    assert len({tuple(index.tolist()) for index in chosen}) == 4  # a new shuffle each epoch
-    assert len(set(torch.cat(chosen).tolist())) > 6  # more clips than one cycled batch would ever see
-    again = batchsize.epoch_batches(10, 6, seed=0, count=4)
-    assert all(a.equal(b) for a, b in zip(chosen, again, strict=True))
-    with pytest.raises(ValueError, match="exceeds the 10"):
-        batchsize.epoch_batches(10, 11, seed=0, count=1)
 
 
 def test_per_sample_gradients_equal_one_backward_per_sample():
@@ -116,3 +161,35 @@ def test_the_noise_scale_probe_spans_the_digits(fsdd):
     torch.manual_seed(3)
     expected = batchsize.gradient_noise_scale(build_model("ConvNet"), probe)
     assert during["points"][0]["b_simple"] == pytest.approx(expected["b_simple"], rel=1e-9)
+
+
+def test_the_batch_answer_places_each_knee():
+    fits = {"fixed": {"s_min": 56.0, "b_crit": 61.4, "e_min": 3438.0},
+            "linear": {"s_min": 15.0, "b_crit": math.inf, "e_min": 3800.0}}  # fmt: skip
+    assert batchsize.batch_answer(fits, [8, 256]) == (
+        "Fitted to the steps to the target, the fixed rate's knee is at B ≈ 61, inside the measured range "
+        "(8–256); the linear rate has no floor: the steps kept falling in proportion up to the largest "
+        "batch measured (256)."
+    )
+    assert "the linear rate took fewer than three batches" in batchsize.batch_answer(fits | {"linear": None},
+                                                                                      [8, 256])  # fmt: skip
+
+
+def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
+    points = pd.DataFrame({"step": [0, 100, 200], "loss": [2.30, 2.25, 2.19],
+                           "b_simple": [40.0, 20.0, 400.0]})  # fmt: skip
+    fits = {"fixed": {"b_crit": 60.0}, "linear": {"b_crit": 600.0}}
+    # step 200 is closest to 2.2, but 256 clips do not resolve 400: a lower bound, 256/60 = 4.3 × the knee
+    assert batchsize.noise_sentence(points, 2.2, 256, fits) == (
+        "The checkpoint closest to the target, at step 200 (loss 2.19), is not resolved: its noise scale "
+        "is above n = 256 clips, a lower bound already 4 times larger than the fixed-rate knee and within "
+        "a factor of 3 of the linear-rate knee. The resolved checkpoint closest to it, at step 100 (loss "
+        "2.25), gives B_simple ≈ 20."
+    )
+    assert int(batchsize.closest_checkpoint(points, 2.2, 256)["step"]) == 100
+    assert batchsize.closest_checkpoint(points, 2.2, 16) is None
+    # 1,000 clips resolve 400: 2.5 times the estimate
+    assert batchsize.noise_sentence(points, 2.2, 1000, {"fixed": {"b_crit": 60.0}}) == (
+        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400; n = 1000 clips "
+        "is 2.5 times that, so a rough estimate: 7 times larger than the fixed-rate knee."
+    )

@@ -1,6 +1,7 @@
 """helpers.scaling: the splits a run refuses, speed-up and efficiency, and gradient accumulation equal
 to DDP (a real two-rank launch against one accumulating process)."""
 
+import pandas as pd
 import pytest
 
 from helpers import scaling
@@ -55,11 +56,40 @@ def test_weak_scaling_that_loses_throughput_is_slower():
     assert (row["speedup_low"], row["speedup_high"]) == pytest.approx((1 / 1.15, 1 / 1.1))
 
 
-def test_accumulation_table_compares_k_ranks_with_k_micro_batches():
-    accumulated = [({"model": "M", "micro_batches": 2}, {"result": {"step_seconds_all": [2.0, 2.1, 1.9]}})]
-    distributed = [({"model": "M", "ranks": 2}, {"result": {"step_seconds_all": [1.0, 1.1, 0.9]}})]
-    row = scaling.accumulation_table(accumulated, distributed).iloc[0]
-    assert row["speed-up of k ranks"] == pytest.approx(2.0) and row["verdict"] == "faster"
+def test_accumulation_table_compares_k_ranks_and_one_pass_with_k_micro_batches():
+    def pairs(variation, medians):
+        return [({**variation, "launch": n}, {"result": {"step_seconds_all": [m * 0.99, m, m * 1.01]}})
+                for n, m in enumerate(medians)]  # fmt: skip
+
+    accumulated = pairs({"model": "M", "micro_batches": 2}, [2.0, 2.1, 1.9])
+    accumulated += pairs({"model": "M", "micro_batches": 1}, [1.9, 2.0, 2.1])  # one pass: no row of its own
+    distributed = pairs({"model": "M", "ranks": 2}, [1.0, 1.05, 0.95])
+    distributed += pairs({"model": "M", "ranks": 1}, [9.0, 9.0, 9.0])  # not a candidate: a DDP launch
+    table = scaling.accumulation_table(accumulated, distributed).set_index("candidate")
+    assert list(table.index) == ["2 DDP ranks", "one pass"] and set(table["k"]) == {2}
+    ranks = table.loc["2 DDP ranks"]
+    assert ranks["speedup"] == pytest.approx(2.0) and ranks["verdict"] == "faster"
+    assert (ranks["low"], ranks["high"]) == pytest.approx((1.9 / 1.05, 2.1 / 0.95))
+    one_pass = table.loc["one pass"]  # 1.9–2.1 against 1.9–2.1: 0.90–1.11, too wide to call
+    assert one_pass["speedup"] == pytest.approx(1.0) and one_pass["verdict"] == "not resolved"
+    assert scaling.phrase(ranks) == "faster, 2.00× (1.81–2.21×, 3 launches each)"
+    view = scaling.accumulation_view(scaling.accumulation_table(accumulated, distributed))
+    assert view.loc[("M", 2, "2 DDP ranks"), "95 % interval"] == "1.81–2.21×"
+
+
+def test_the_shared_launch_is_named_only_where_strong_and_weak_meet():
+    assert scaling.shared_launch_note([1, 2, 4], 20, 40).startswith(
+        "At k = 2, 2 × 20 is the global batch of 40"
+    )
+    assert scaling.shared_launch_note([1, 4], 20, 40) == ""
+
+
+def test_the_efficiency_view_reads_with_units():
+    runs = launches("M", "strong", 1, [2.0, 2.1, 1.9]) + launches("M", "strong", 2, [1.25, 1.3, 1.2])
+    view = scaling.efficiency_view(scaling.efficiency_table(runs))
+    row = view.loc[("M", "strong", 2)]
+    assert row["step time (s)"] == 1.25 and row["efficiency E(k)"] == 0.8
+    assert row["95 % interval"] == "1.46–1.75×"  # 1.9 / 1.3 to 2.1 / 1.2
 
 
 def test_accumulating_k_micro_batches_equals_k_ddp_ranks(recordings, no_leftovers):
@@ -79,3 +109,18 @@ def test_accumulation_reports_every_step(fsdd):
     _model, result = scaling.accumulate("ConvNet", train_set, global_batch_size=6, micro_batches=3, steps=3)
     assert len(result["step_losses"]) == 3 and len(result["step_seconds_all"]) == 2
     assert "3 micro-batch(es) of 2" in result["method"]
+
+
+def test_sentences_put_the_verdict_first_without_nested_parentheses():
+    runs = launches("M", "strong", 1, [2.0, 2.1, 1.9]) + launches("M", "strong", 2, [1.25, 1.3, 1.2])
+    sentence = scaling.efficiency_sentences(scaling.efficiency_table(runs), 2)
+    assert sentence == (
+        "M keeps 0.80 of the ideal under strong scaling; its verdict against one rank: "
+        "faster, 1.60× (1.46–1.75×, 3 launches each)."
+    )
+    table = pd.DataFrame([{"model": "M", "k": 2, "candidate": "2 DDP ranks", "speedup": 2.0, "low": 1.5,
+                           "high": 2.5, "verdict": "faster", "launch_counts": (3, 3)}])  # fmt: skip
+    assert scaling.accumulation_sentences(table, 2, lead="Here, for") == (
+        "Here, for M, against 2 accumulated micro-batches, 2 DDP ranks: faster, 2.00× (1.50–2.50×, "
+        "3 launches each)."
+    )

@@ -82,3 +82,28 @@ def test_largest_batch_and_widest_linear_net_fit_and_one_more_does_not():
     width = memory.widest_linear_net(3, 4, budget)
     assert memory.linear_net_parameters(width) * 4 <= budget < memory.linear_net_parameters(width + 1) * 4
     assert memory.widest_linear_net(0, 4, budget) < width
+
+
+def test_stage3_peak_holds_the_largest_layer_whole():
+    # LinearNet's first layer: a 1,000 × 12,000 weight and 1,000 biases, gathered whole with its gradient
+    assert memory.layer_parameters("LinearNet") == [12_001_000, 100_100, 1_010, 110]
+    peak = memory.stage3_peak("LinearNet", 4, 32)
+    activations = 52_440 * 32  # what autograd saves per LinearNet sample, 32 samples
+    # DDP: 16 bytes per parameter and 8 step counters of 4 bytes, then the activations
+    assert peak["ddp"] == 16 * LINEAR + 8 * 4 + activations == 195_313_632
+    # stage 3, rank 0 holds ⌈rows/4⌉ rows of each tensor: 250·12,000 + 250 + 25·1,000 + 25 + 3·100 + 3
+    # + 3·10 + 3 = 3,025,611 elements: 4 bytes of weight, 4 of gradient, 8 of Adam, and 8 step counters
+    assert peak["stage3_counted"] == 3_025_611 * 16 + 8 * 4 + activations == 50_087_888
+    assert peak["gathered_layer"] == 2 * 4 * 12_001_000 == 96_008_000
+    assert peak["stage3_peak"] == 146_095_888
+    assert peak["fraction"] == pytest.approx(146_095_888 / 195_313_632)  # 0.748: about 75 %, not 25 %
+
+
+def test_views_name_their_units():
+    view = memory.device_view(memory.device_table(["LinearNet"], 4, 32))
+    assert list(view.columns) == ["weights (MiB)", "gradients (MiB)", "Adam state (MiB)",
+                                  "activations (MiB)", "total (MiB)"]  # fmt: skip
+    assert view.loc[("LinearNet", 0), "weights (MiB)"] == round(LINEAR * 4 / 2**20, 2)  # 46.17
+    fits = memory.fit_view(memory.fit_table(["ConvNet"], {"test GPU": 10**9}, 4))
+    assert list(fits.columns) == ["ConvNet, largest batch", "widest LinearNet (first-layer units)"]
+    assert all("," in value for value in fits["widest LinearNet (first-layer units)"])  # thousands

@@ -85,3 +85,45 @@ def test_checks_of_a_launch_say_where_it_differs():
     parity = runs.loss_parity([ddp, fsdp]).set_index("strategy")
     assert parity.loc["fsdp", "largest loss difference"] == pytest.approx(0.05)
     assert runs.step_time_table([ddp]).iloc[0]["step median s"] == 2.0
+
+
+def timed(strategy, launch, median):
+    """A launch's record with three steps around ``median``."""
+    config = {"kind": "sharding_run", "world_size": 2, "launch": launch,
+              **runs.sharding_config(model="LinearNet", strategy=strategy)}  # fmt: skip
+    return {"config": config, "result": {"step_seconds_all": [median * 0.9, median, median * 1.1]}}
+
+
+def test_strategies_are_compared_with_ddp_across_launches():
+    records = [timed("ddp", n, m) for n, m in enumerate([1.0, 1.1, 0.9])]
+    records += [timed("fsdp", n, m) for n, m in enumerate([2.0, 2.2, 1.8])]
+    table = runs.strategy_comparison(records).set_index("strategy")
+    fsdp = table.loc["fsdp"]
+    assert fsdp["speedup"] == pytest.approx(0.5) and fsdp["launches"] == 3
+    # three launches a side: the extreme resamples pair 0.9 / 2.2 and 1.1 / 1.8
+    assert (fsdp["low"], fsdp["high"]) == pytest.approx((0.9 / 2.2, 1.1 / 1.8))
+    assert fsdp["verdict"] == "slower" and fsdp["step_median"] == pytest.approx(2.0)
+    assert table.loc["ddp", "verdict"] == "not resolved"  # 0.82–1.22 against itself: too wide
+    view = runs.strategy_view(runs.strategy_comparison(records))
+    assert view.loc[("LinearNet", "fsdp"), "95 % interval"] == "0.41–0.61×"
+    assert [r["config"]["launch"] for r in runs.first_launches(records)] == [0, 0]
+
+
+def test_sentences_and_views_of_the_sharded_runs():
+    records = [timed("ddp", n, m) for n, m in enumerate([1.0, 1.1, 0.9])]
+    records += [timed("fsdp", n, m) for n, m in enumerate([2.0, 2.2, 1.8])]
+    compared = runs.strategy_comparison(records)
+    assert (
+        runs.strategy_sentence(compared, "LinearNet") == "FSDP: slower, 0.50× (0.41–0.61×, 3 launches each)."
+    )
+    priced = runs.priced_traffic(["LinearNet"], 2, {"test": (1e-3, 1e-9)})
+    # FSDP's priced extra: 10 more latencies of 1 ms and 0.5 × 48,408,880 bytes at 1 ns = 34.2 ms
+    assert runs.traffic_sentence(compared, priced, "LinearNet") == (
+        "In medians of launches, FSDP's step is 1,000 ms longer than DDP's, where its extra traffic, "
+        "priced, costs 34 ms."
+    )
+    volume, milliseconds = runs.priced_view(priced)
+    assert volume.loc[("LinearNet", "fsdp"), "bytes per step (MB)"] == 145.23
+    assert milliseconds.loc["test", ("LinearNet", "ddp")] == pytest.approx(2 + 48.41, abs=0.01)
+    traffic = runs.traffic_view(runs.traffic_check([record("ddp", 2, [["all_reduce", 376_200 * 4]], [], [])]))
+    assert traffic.iloc[0]["bytes per step"] == "1,504,800"

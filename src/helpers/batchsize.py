@@ -6,7 +6,13 @@ that steps to a target fall in proportion to the batch up to a *critical batch s
 McCandlish et al. ("An Empirical Model of Large-Batch Training", 2018) model it as
 S(B) = S_min (1 + B_crit / B): samples E = S·B = E_min (1 + B / B_crit), with E_min = S_min·B_crit, and
 predict B_crit by the gradient noise scale B_simple = tr(Σ) / |G|², from per-sample gradients g_i:
-G their mean, Σ their covariance.
+G their mean, Σ their covariance. Their B_crit assumes the learning rate tuned at every batch; the fits
+here are of fixed recipes (a fixed rate, or one scaled linearly with the batch), whose knee is the batch
+where that recipe stops saving steps, not McCandlish's B_crit.
+
+Batches drawn without replacement from N clips vary less than independent draws: a batch of B has
+(N − B)/(N − 1) of the gradient variance (``finite_population_factor``), so the experiment runs on the
+whole training split, where that factor stays near 1 for every batch it measures.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from tqdm import tqdm
 
 from helpers.data import load_fsdd, take
 from helpers.models import build_model
-from helpers.train import batches, check_positive, evaluate, make_optimizer
+from helpers.train import check_positive, epoch_batches, evaluate, make_optimizer
 
 
 def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> float:
@@ -33,21 +39,13 @@ def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> flo
     return base_lr * (batch / base_batch if rule == "linear" else 1)
 
 
-def epoch_batches(samples: int, batch_size: int, seed: int, count: int) -> list[torch.Tensor]:
-    """``count`` full batches, the clips reshuffled every epoch (each shuffle's short remainder dropped).
-
-    Training progress needs every epoch reshuffled: ``train.step_batches`` cycles one shuffle (right for
-    timing the same batches), which at a batch of more than half the clips would train on the same
-    clips at every step and never on the rest.
-    """
-    check_positive(batch_size=batch_size, count=count)
-    if batch_size > samples:
-        raise ValueError(f"batch_size {batch_size} exceeds the {samples} training samples")
-    generator = torch.Generator().manual_seed(seed)
-    found: list[torch.Tensor] = []
-    while len(found) < count:
-        found += [index for index in batches(samples, batch_size, generator) if len(index) == batch_size]
-    return found[:count]
+def finite_population_factor(samples: int, batch: int) -> float:
+    """(N − B)/(N − 1): the share of an independent draw's gradient variance that a batch of ``batch``
+    clips drawn without replacement from ``samples`` keeps (1 for B = 1, 0 for the whole set)."""
+    check_positive(samples=samples, batch=batch)
+    if batch > samples:
+        raise ValueError(f"a batch of {batch} exceeds the {samples} training samples")
+    return 1.0 if samples == 1 else (samples - batch) / (samples - 1)
 
 
 def steps_to_target(
@@ -90,31 +88,44 @@ def steps_to_target(
 
 
 def stored_steps_to_target(
-    store, model_name: str, train_samples: int, *, rule: str, base_lr: float, base_batch: int,
-    global_batch: int, **settings,
+    store, model_name: str, train_samples: int | None, *, rule: str, base_lr: float, base_batch: int,
+    global_batch: int, measure=None, **settings,
 ) -> dict:  # fmt: skip
-    """``steps_to_target`` on a seeded subset of FSDD's training clips, through the results store, at the
-    learning rate ``rule`` gives ``global_batch`` (``learning_rate``)."""
+    """``steps_to_target`` on a seeded subset of FSDD's training clips (None: all of them), through the
+    results store, at the learning rate ``rule`` gives ``global_batch`` (``learning_rate``). ``measure``,
+    if given, supplies the result instead of training (a run already made with the same learning rate)."""
     lr = learning_rate(base_lr, base_batch, global_batch, rule)
     config = {"kind": "steps_to_target", "model": model_name, "train_samples": train_samples,
               "rule": rule, "global_batch": global_batch, "lr": lr, "threads": torch.get_num_threads(),
               **settings}  # fmt: skip
 
-    def measure() -> dict:
+    def train() -> dict:
         train_set = take(load_fsdd().split("train"), train_samples, settings.get("seed", 0))
         return steps_to_target(model_name, train_set, global_batch=global_batch, lr=lr, **settings)
 
-    return store.measure(config, measure)
+    return store.measure(config, measure or train)
 
 
 def stored_critical_batch(store, model_name: str, train_samples: int, *, rules, seeds, batches, **settings):
-    """``stored_steps_to_target`` for every learning-rate rule, seed and global batch: the records."""
-    grid = [(rule, seed, batch) for rule in rules for seed in seeds for batch in batches]
-    return [
-        stored_steps_to_target(store, model_name, train_samples, rule=rule, seed=seed, global_batch=batch,
-                               base_batch=min(batches), **settings)
-        for rule, seed, batch in tqdm(grid, desc="steps to target")
-    ]  # fmt: skip
+    """``stored_steps_to_target`` for every learning-rate rule, seed and global batch: the records.
+
+    At the smallest batch every rule gives the base learning rate, so the runs are the same: it trains
+    once, and the other rules' records hold that result under their own configuration (chapter 5 reads
+    the records per rule)."""
+    if train_samples is None:  # every clip, counted: chapter 5 quotes the number
+        train_samples = len(load_fsdd().split("train"))
+    grid = [(seed, batch, rule) for seed in seeds for batch in batches for rule in rules]
+    records, trained = [], {}
+    for seed, batch, rule in tqdm(grid, desc="steps to target"):
+        lr = learning_rate(settings["base_lr"], min(batches), batch, rule)
+        same = trained.get((seed, batch, lr))
+        measure = None if same is None else (lambda result=same["result"]: result)
+        record = stored_steps_to_target(store, model_name, train_samples, rule=rule, seed=seed,
+                                        global_batch=batch, base_batch=min(batches), measure=measure,
+                                        **settings)  # fmt: skip
+        trained.setdefault((seed, batch, lr), record)
+        records.append(record)
+    return records
 
 
 def fit_critical_batch(batches, steps) -> dict:
@@ -269,3 +280,124 @@ def noise_against_critical(b_simple: float, b_crit: float) -> str:
     if 1 / 3 <= ratio <= 3:
         return "within a factor of 3 of"
     return f"{ratio:.0f} times smaller than" if ratio > 3 else f"{1 / ratio:.0f} times larger than"
+
+
+def warmup_note(table: pd.DataFrame, warmup_steps: int, rule: str = "linear") -> str:
+    """The sentence saying that ``rule``'s largest batch reached the target within the warm-up (so it
+    ran below its scaled learning rate nearly throughout); "" when it did not, or did not reach it."""
+    largest = table["global_batch"].max()
+    steps = table[(table["rule"] == rule) & (table["global_batch"] == largest)]["steps"]
+    if steps.empty or steps.isna().any() or steps.median() > warmup_steps:
+        return ""
+    return (
+        f"At batch {largest} the {rule} rule reaches the target by step {steps.median():.0f}, within "
+        f"the {warmup_steps}-step warm-up, so that run spends nearly all its steps below its scaled "
+        "learning rate."
+    )
+
+
+def steps_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Steps and samples to the target per global batch and rule, medians over seeds, as the chapter
+    shows them ("–": some seed did not reach the target)."""
+    rows = {}
+    for (batch, rule), group in table.groupby(["global_batch", "rule"]):
+        reached = group["steps"].notna().all()
+        steps = f"{group['steps'].median():,.0f}" if reached else "–"
+        samples = f"{group['samples'].median():,.0f}" if reached else "–"
+        rows.setdefault(batch, {})[f"steps, {rule} rate"] = steps
+        rows[batch][f"samples, {rule} rate"] = samples
+    view = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    view.index.name = "global batch"
+    return view[sorted(view.columns, key=lambda c: (not c.startswith("steps"), c))]
+
+
+def fits_view(fits: dict[str, dict], batches) -> pd.DataFrame:
+    """``critical_fits`` as the chapter shows them: per rule the fitted floor of steps, the knee of the
+    fixed recipe (not McCandlish's B_crit, which tunes the rate per batch), the least samples, and where
+    the knee lies against the measured batches."""
+    rows = []
+    for rule, fit in fits.items():
+        knee = fit["b_crit"]
+        rows.append({"learning rate": rule, "S_min (steps)": f"{fit['s_min']:,.0f}",
+                     "knee B (samples)": f"{knee:,.0f}" if math.isfinite(knee) else "∞",
+                     "E_min (samples)": f"{fit['e_min']:,.0f}",
+                     "the knee lies": _where(knee, batches)})  # fmt: skip
+    return pd.DataFrame(rows).set_index("learning rate") if rows else pd.DataFrame()
+
+
+def noise_view(points: pd.DataFrame, samples: int) -> pd.DataFrame:
+    """The noise-scale checkpoints as the chapter shows them; a B_simple the ``samples`` clips do not
+    resolve (at least ``samples``, or infinite) reads "> n", a lower bound, not a value."""
+    resolved = points["b_simple"] < samples
+    return pd.DataFrame(
+        {
+            "step": points["step"], "training loss": points["loss"].round(3),
+            "tr(Σ)": points["trace_sigma"].round(3), "|G|²": points["gradient_norm2"].round(4),
+            "B_simple (samples)": [f"{b:,.0f}" if ok else f"> {samples}"
+                                   for b, ok in zip(points["b_simple"], resolved, strict=True)],
+        }
+    ).set_index("step")  # fmt: skip
+
+
+def _where(b_crit: float, batches) -> str:
+    """``fit_position`` in a table cell's few words."""
+    if not math.isfinite(b_crit):
+        return "no floor measured"
+    return fit_position(b_crit, batches).split(",")[0]
+
+
+def _knee(fit: dict | None, rule: str, batches) -> str:
+    if fit is None:
+        return f"the {rule} rate took fewer than three batches to the target, too few to fit"
+    if not math.isfinite(fit["b_crit"]):
+        return f"the {rule} rate has {fit_position(fit['b_crit'], batches)}"
+    return f"the {rule} rate's knee is at B ≈ {fit['b_crit']:,.0f}, {fit_position(fit['b_crit'], batches)}"
+
+
+def batch_answer(fits: dict[str, dict], batches, rules=("fixed", "linear")) -> str:
+    """The batch-size finding in one sentence: where each recipe's knee lies."""
+    return f"Fitted to the steps to the target, {'; '.join(_knee(fits.get(r), r, batches) for r in rules)}."
+
+
+def closest_checkpoint(points: pd.DataFrame, target_loss: float, samples: int | None = None):
+    """The checkpoint whose loss is closest to ``target_loss``, among those whose noise scale ``samples``
+    clips resolve (below ``samples``) when ``samples`` is given; None when there is none."""
+    chosen = points if samples is None else points[points["b_simple"] < samples]
+    if chosen.empty:
+        return None
+    return chosen.loc[(chosen["loss"] - target_loss).abs().idxmin()]
+
+
+def noise_sentence(points: pd.DataFrame, target_loss: float, samples: int, fits: dict[str, dict]) -> str:
+    """The noise scale at the checkpoint closest to the target against the fitted knees, as sentences: a
+    value where ``samples`` clips resolve it, else the lower bound ``samples`` (and the resolved
+    checkpoint closest to the target, if any)."""
+    near = closest_checkpoint(points, target_loss)
+    where = f"at step {int(near['step'])} (loss {float(near['loss']):.2f})"
+
+    def against(value: float) -> str:
+        parts = [
+            f"{noise_against_critical(value, fit['b_crit'])} the {rule}-rate knee"
+            for rule, fit in fits.items()
+        ]
+        return " and ".join(parts)
+
+    if float(near["b_simple"]) < samples:
+        b_simple = float(near["b_simple"])
+        sentence = (
+            f"At the checkpoint closest to the target, {where}, B_simple ≈ {b_simple:,.0f}; n = {samples} "
+            f"clips is {samples / b_simple:.1f} times that, so a rough estimate"
+        )
+        return sentence + (f": {against(b_simple)}." if fits else ".")
+    sentence = (
+        f"The checkpoint closest to the target, {where}, is not resolved: its noise scale is above "
+        f"n = {samples} clips"
+    )
+    sentence += f", a lower bound already {against(samples)}." if fits else "."
+    resolved = closest_checkpoint(points, target_loss, samples)
+    if resolved is not None:
+        sentence += (
+            f" The resolved checkpoint closest to it, at step {int(resolved['step'])} (loss "
+            f"{float(resolved['loss']):.2f}), gives B_simple ≈ {float(resolved['b_simple']):,.0f}."
+        )
+    return sentence

@@ -87,6 +87,7 @@ RULES: list[tuple[str, Callable, str]] = [
         _positive_int,
         "a positive integer",
     ),
+    (".*launches", _positive_int, "a positive integer"),
     (".*_seconds", lambda v: v is None or (_number(v) and v > 0), "None or a positive number"),
     (".*price.*", _price, "a positive price, as a string for exact arithmetic"),
     (".*adjustment", _adjustment, "a fraction between −1 and 1, as a string"),

@@ -12,7 +12,12 @@ The book's terms, defined once:
 
 Gradient accumulation runs k micro-batches through one device before each update. Its update is the one
 k ranks of DDP make with the same global batch (``helpers.ddp.GlobalBatchSampler`` gives both the same
-batches), so it buys the larger batch without more devices; what more devices buy is time.
+batches), so it buys the larger batch without more devices; what more devices buy is time. It is the
+baseline only where the global batch does not fit one device: where it fits, one pass at the whole batch
+is the baseline (on a GPU it beats k smaller passes).
+
+Every timing comparison here rests on independent launches (``stats.launch_speedup``); the ``*_view``
+functions turn the tables into what the chapter shows: human column names with units, rounded.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from helpers.launch import launch
 from helpers.models import build_model
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
-from helpers.stats import launch_speedup, speedup
+from helpers.stats import describe_speedup, launch_speedup
 from helpers.train import Timer, check_positive, make_optimizer, to_device
 
 
@@ -76,6 +81,24 @@ def stored_scaling_runs(
     return runs
 
 
+def shared_launch_note(world_sizes, per_rank_batch: int, global_batch: int) -> str:
+    """The sentence saying which k's strong and weak points are one launch (k × the per-rank batch is the
+    global batch there: the same run, measured once and drawn twice); "" when no k is shared."""
+    shared = [k for k in world_sizes if k * per_rank_batch == global_batch]
+    if not shared:
+        return ""
+    k = shared[0]
+    return (
+        f"At k = {k}, {k} × {per_rank_batch} is the global batch of {global_batch}, so the strong and the "
+        "weak point there are the same launches, measured once and drawn twice."
+    )
+
+
+def interval_text(low: float, high: float, digits: int = 2) -> str:
+    """An interval of speed-ups as a table shows it: ``0.74–1.90×``."""
+    return f"{low:.{digits}f}–{high:.{digits}f}×"
+
+
 def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     """Speed-up and efficiency, with their intervals, of (variation, DDP record) pairs.
 
@@ -103,9 +126,25 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
                 "step_median": float(np.median([np.median(launch) for launch in steps])),
                 "speedup": change["speedup"], "speedup_low": change["low"], "speedup_high": change["high"],
                 "efficiency": change["speedup"] / ranks, "verdict": change["verdict"],
+                "launch_counts": change["launches"],
             }
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``efficiency_table`` as the chapter shows it: one row per model, scaling and k, human columns."""
+    view = pd.DataFrame(
+        {
+            "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
+            "launches": table["launches"], "step time (s)": table["step_median"].round(3),
+            "speed-up S(k)": table["speedup"].round(2),
+            "95 % interval": [interval_text(lo, hi) for lo, hi in zip(table["speedup_low"],
+                                                                       table["speedup_high"], strict=True)],
+            "efficiency E(k)": table["efficiency"].round(2), "verdict": table["verdict"],
+        }
+    )  # fmt: skip
+    return view.set_index(["model", "scaling", "ranks k"])
 
 
 def accumulate(
@@ -149,10 +188,13 @@ def accumulate(
     return model, {"step_losses": losses, "step_seconds_all": step_seconds[1:], "method": method}
 
 
-def stored_accumulation(store, model_name: str, train_samples: int | None, **settings) -> dict:
-    """``accumulate`` on a seeded subset of FSDD's training clips, through the results store."""
+def stored_accumulation(
+    store, model_name: str, train_samples: int | None, launch_number: int = 0, **settings
+) -> dict:
+    """``accumulate`` on a seeded subset of FSDD's training clips, through the results store;
+    ``launch_number`` numbers independent repeats of the same settings, each a record of its own."""
     config = {"kind": "accumulation_run", "model": model_name, "train_samples": train_samples,
-              "threads": torch.get_num_threads(), **settings}  # fmt: skip
+              "threads": torch.get_num_threads(), "launch": launch_number, **settings}  # fmt: skip
 
     def measure() -> dict:
         train_set = take(load_fsdd().split("train"), train_samples, settings.get("seed", 0))
@@ -165,15 +207,16 @@ ACCUMULATED = ("global_batch_size", "steps", "optimizer", "lr", "seed")
 
 
 def stored_accumulations(
-    store, models, micro_batch_counts, train_samples, **settings
+    store, models, micro_batch_counts, train_samples, launches: int = 1, **settings
 ) -> list[tuple[dict, dict]]:
-    """``stored_accumulation`` of each model with each number of micro-batches: (variation, record)
-    pairs for ``accumulation_table``."""
-    pairs = [(model, k) for model in models for k in micro_batch_counts]
+    """``stored_accumulation`` of each model with each number of micro-batches, ``launches`` times each,
+    alternating (every pair once, then again): (variation with its ``launch`` number, record) pairs for
+    ``accumulation_table``."""
+    order = [(number, model, k) for number in range(launches) for model in models for k in micro_batch_counts]
     return [
-        ({"model": model, "micro_batches": k},
-         stored_accumulation(store, model, train_samples, micro_batches=k, **settings))
-        for model, k in tqdm(pairs, desc="accumulation runs")
+        ({"model": model, "micro_batches": k, "launch": number},
+         stored_accumulation(store, model, train_samples, launch_number=number, micro_batches=k, **settings))
+        for number, model, k in tqdm(order, desc="accumulation runs")
     ]  # fmt: skip
 
 
@@ -214,17 +257,86 @@ def stored_accumulation_parity(store, model_name: str, world_size: int, **settin
 
 
 def accumulation_table(accumulated: list[tuple[dict, dict]], distributed: list[tuple[dict, dict]]):
-    """Per model and k: one device accumulating k micro-batches against k DDP ranks, the same global
-    batch and updates; the speed-up of the ranks over the accumulation, with its interval and verdict."""
-    ranks = {(v["model"], v["ranks"]): r["result"]["step_seconds_all"] for v, r in distributed}
-    rows = []
+    """Per model and k > 1: one device accumulating k micro-batches against two candidates with the same
+    global batch and updates: k DDP ranks, and the same process making one pass over the whole batch
+    (one micro-batch: what a device does where the batch fits). Speed-ups over the accumulation, across
+    launches (``stats.launch_speedup``), with their intervals and verdicts.
+
+    ``accumulated`` pairs name ``model``, ``micro_batches`` (and ``launch``); ``distributed`` pairs are
+    strong-scaling DDP launches naming ``model`` and ``ranks``.
+    """
+    launches: dict[tuple, list[list[float]]] = {}
+    for variation, record in distributed:
+        key = ("ranks", variation["model"], variation["ranks"])
+        launches.setdefault(key, []).append(record["result"]["step_seconds_all"])
     for variation, record in accumulated:
-        key = (variation["model"], variation["micro_batches"])
-        if key not in ranks:
+        key = ("accumulated", variation["model"], variation["micro_batches"])
+        launches.setdefault(key, []).append(record["result"]["step_seconds_all"])
+    rows = []
+    for (kind, model, k), base in sorted(launches.items()):
+        if kind != "accumulated" or k == 1:
             continue
-        times = record["result"]["step_seconds_all"]
-        change = speedup(times, ranks[key])
-        rows.append({"model": key[0], "k": key[1], "accumulation step s": pd.Series(times).median(),
-                     "DDP step s": pd.Series(ranks[key]).median(), "speed-up of k ranks": change["speedup"],
-                     "low": change["low"], "high": change["high"], "verdict": change["verdict"]})  # fmt: skip
+        for label, candidate in (
+            (f"{k} DDP ranks", ("ranks", model, k)),
+            ("one pass", ("accumulated", model, 1)),
+        ):
+            if candidate not in launches:
+                continue
+            change = launch_speedup(base, launches[candidate])
+            rows.append({"model": model, "k": k, "candidate": label, "launches": len(base),
+                         "accumulation step s": _median_of_medians(base),
+                         "candidate step s": _median_of_medians(launches[candidate]),
+                         "speedup": change["speedup"], "low": change["low"], "high": change["high"],
+                         "verdict": change["verdict"], "launch_counts": change["launches"]})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _median_of_medians(launches: list[list[float]]) -> float:
+    return float(np.median([np.median(steps) for steps in launches]))
+
+
+def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``accumulation_table`` as the chapter shows it: human columns with units, rounded."""
+    view = pd.DataFrame(
+        {
+            "model": table["model"], "k": table["k"], "against k micro-batches": table["candidate"],
+            "launches": table["launches"],
+            "accumulating step (s)": table["accumulation step s"].round(3),
+            "its step (s)": table["candidate step s"].round(3), "speed-up": table["speedup"].round(2),
+            "95 % interval": [interval_text(lo, hi) for lo, hi in zip(table["low"], table["high"],
+                                                                       strict=True)],
+            "verdict": table["verdict"],
+        }
+    )  # fmt: skip
+    return view.set_index(["model", "k", "against k micro-batches"])
+
+
+def phrase(row) -> str:
+    """A comparison row of ``efficiency_table`` or ``accumulation_table`` as one phrase for a sentence:
+    "not resolved, 1.02× (0.74–1.90×, 3 launches each)" (``stats.describe_speedup``)."""
+    low, high = ("low", "high") if "low" in row else ("speedup_low", "speedup_high")
+    return describe_speedup({"speedup": row["speedup"], "low": row[low], "high": row[high],
+                             "verdict": row["verdict"], "launches": row["launch_counts"]})  # fmt: skip
+
+
+def efficiency_sentences(table: pd.DataFrame, ranks: int) -> str:
+    """What ``efficiency_table`` says at ``ranks``, one sentence per model and scaling, for the prose."""
+    sentences = []
+    for row in table[table["ranks"] == ranks].sort_values(["model", "scaling"]).itertuples(index=False):
+        unit = " in samples per second" if row.scaling == "weak" else ""
+        sentences.append(
+            f"{row.model} keeps {row.efficiency:.2f} of the ideal under {row.scaling} scaling; its verdict "
+            f"against one rank{unit}: {phrase(row._asdict())}."
+        )
+    return " ".join(sentences)
+
+
+def accumulation_sentences(table: pd.DataFrame, k: int, lead: str = "For") -> str:
+    """What ``accumulation_table`` says at ``k``, one sentence per model, for the prose; the first
+    sentence starts with ``lead`` ("For", or "On this machine, for")."""
+    sentences = []
+    for model, rows in table[table["k"] == k].groupby("model"):
+        parts = [f"{row['candidate']}: {phrase(row)}" for _, row in rows.iterrows()]
+        start = lead if not sentences else "For"
+        sentences.append(f"{start} {model}, against {k} accumulated micro-batches, " + "; ".join(parts) + ".")
+    return " ".join(sentences)

@@ -123,6 +123,30 @@ def device_table(models, world_size: int, batch_per_device: int) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def layer_parameters(model_name: str) -> list[int]:
+    """Parameters of each layer that has any: each is one ``fully_shard`` unit, gathered whole to compute."""
+    return [
+        sum(p.numel() for p in layer.parameters(recurse=False))
+        for layer in build_model(model_name)
+        if any(True for _ in layer.parameters(recurse=False))
+    ]
+
+
+def stage3_peak(model_name: str, world_size: int, batch_per_device: int) -> dict:
+    """Stage 3's peak on the busiest device against DDP's, by the same arithmetic as ``device_table``.
+
+    Between forward and backward a stage-3 rank holds its shards; while its largest layer computes its
+    gradient and reduce-scatters it, it also holds that layer's whole weights (gathered) and whole
+    gradient (until the reduce-scatter): 2 × 4 bytes per parameter of that layer. Activations of
+    ``batch_per_device`` samples are counted on both sides. ``fraction`` is the peak over DDP's total.
+    """
+    table = device_table([model_name], world_size, batch_per_device).set_index("stage")
+    ddp, counted = int(table.loc[0, "total"]), int(table.loc[3, "total"])
+    gathered = 2 * FLOAT * max(layer_parameters(model_name))
+    return {"ddp": ddp, "stage3_counted": counted, "gathered_layer": gathered,
+            "stage3_peak": counted + gathered, "fraction": (counted + gathered) / ddp}  # fmt: skip
+
+
 def largest_batch(model_name: str, stage: int, world_size: int, memory_bytes: int) -> int:
     """The largest per-device batch whose activations fit beside the busiest device's state (0: none)."""
     state = max(sum(list(row.values())[1:]) for row in per_rank_bytes(model_name, stage, world_size))
@@ -161,3 +185,19 @@ def fit_table(models, gpu_memory: dict[str, int], world_size: int) -> pd.DataFra
             row["widest LinearNet"] = widest_linear_net(stage, world_size, memory_bytes, batch=1)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def device_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``device_table`` as the chapter shows it: MiB, two decimals, one row per model and stage."""
+    view = table.set_index(["model", "stage"]) / 2**20
+    view.index.names = ["model", "ZeRO stage"]
+    names = {"parameters": "weights", "optimizer": "Adam state"}
+    return view.rename(columns=lambda c: f"{names.get(c, c)} (MiB)").round(2)
+
+
+def fit_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``fit_table`` as the chapter shows it: per GPU and stage, human columns."""
+    names = {"gpu": "GPU", "stage": "ZeRO stage", "widest LinearNet": "widest LinearNet (first-layer units)"}
+    view = table.rename(columns=lambda c: names.get(c, c.replace(": largest batch", ", largest batch")))
+    view = view.set_index(["GPU", "ZeRO stage"])
+    return view.apply(lambda column: column.map("{:,}".format))

@@ -17,6 +17,7 @@ reduce-scattered is k·⌈rows/k⌉ rows, a little more than the tensor when k d
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -33,7 +34,7 @@ from helpers.sharding.memory import (
     per_rank_bytes,
 )
 from helpers.sharding.tasks import STRATEGIES
-from helpers.stats import spread
+from helpers.stats import describe_speedup, launch_speedup, spread
 
 WORKER = "helpers.sharding.tasks"
 OPERATIONS = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor")
@@ -145,13 +146,27 @@ def labels(config: dict) -> dict:
     return {"model": config["model"], "strategy": config["strategy"], "ranks": config["world_size"]}
 
 
-def stored_sharding_runs(store, models, strategies, world_size: int, **settings) -> list[dict]:
-    """``stored_sharding_run`` of every model with every strategy: the records, for the checks below."""
-    grid = [(model, strategy) for model in models for strategy in strategies]
-    return [
-        stored_sharding_run(store, world_size, model=model, strategy=strategy, **settings)
-        for model, strategy in tqdm(grid, desc="sharded runs")
+def stored_sharding_runs(
+    store, models, strategies, world_size: int, launches: int = 1, **settings
+) -> list[dict]:
+    """``stored_sharding_run`` of every model with every strategy, ``launches`` times each, alternating
+    (every pair once, then again, so that a slow spell of the machine falls on all of them): the records,
+    each naming its ``launch`` in its config, for the checks and ``strategy_comparison`` below."""
+    grid = [
+        (number, model, strategy) for number in range(launches) for model in models for strategy in strategies
     ]
+    return [
+        stored_sharding_run(
+            store, world_size, launch_number=number, model=model, strategy=strategy, **settings
+        )
+        for number, model, strategy in tqdm(grid, desc="sharded runs")
+    ]
+
+
+def first_launches(records: list[dict]) -> list[dict]:
+    """The records of each configuration's first launch (the exact checks are the same in every launch:
+    the chapter shows one and says whether all agree)."""
+    return [record for record in records if not record["config"].get("launch")]
 
 
 def gathered_bytes(model_name: str, world_size: int) -> int:
@@ -294,7 +309,105 @@ def step_time_table(records: list[dict]) -> pd.DataFrame:
     for record in records:
         config = record["config"]
         times = spread(record["result"]["step_seconds_all"])
-        rows.append({**labels(config),
+        rows.append({**labels(config), "launch": config.get("launch", 0),
                      "step median s": times.median, "min s": times.low, "max s": times.high,
                      "steps timed": times.count})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def strategy_comparison(records: list[dict], baseline: str = "ddp") -> pd.DataFrame:
+    """Per model and strategy: the median of its launches' median steps and its speed-up over
+    ``baseline``'s launches with the same model and ranks (``stats.launch_speedup``: a bootstrap
+    interval over launches, and its verdict); the baseline's own row compares it with itself."""
+    launches: dict[tuple, list[list[float]]] = {}
+    for record in records:
+        config = record["config"]
+        key = (config["model"], config["world_size"], config["strategy"])
+        launches.setdefault(key, []).append(record["result"]["step_seconds_all"])
+    rows = []
+    for (model, ranks, strategy), steps in launches.items():
+        base = launches.get((model, ranks, baseline))
+        if base is None:
+            continue
+        change = launch_speedup(base, steps)
+        rows.append({"model": model, "strategy": strategy, "ranks": ranks, "launches": len(steps),
+                     "step_median": float(np.median([np.median(s) for s in steps])),
+                     "speedup": change["speedup"], "low": change["low"], "high": change["high"],
+                     "verdict": change["verdict"], "launch_counts": change["launches"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def strategy_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``strategy_comparison`` as the chapter shows it: human columns with units, rounded."""
+    view = pd.DataFrame(
+        {
+            "model": table["model"], "strategy": table["strategy"], "launches": table["launches"],
+            "step time (s)": table["step_median"].round(3),
+            "speed-up over DDP": table["speedup"].round(2),
+            "95 % interval": [
+                f"{lo:.2f}–{hi:.2f}×" for lo, hi in zip(table["low"], table["high"], strict=True)
+            ],
+            "verdict": table["verdict"],
+        }
+    )  # fmt: skip
+    return view.set_index(["model", "strategy"])
+
+
+STRATEGY_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "fsdp": "FSDP"}
+
+
+def strategy_sentence(table: pd.DataFrame, model: str) -> str:
+    """Each sharded strategy of ``model`` against DDP (``strategy_comparison``), as sentences."""
+    parts = []
+    for _, row in table[(table["model"] == model) & (table["strategy"] != "ddp")].iterrows():
+        change = describe_speedup({"speedup": row["speedup"], "low": row["low"], "high": row["high"],
+                                   "verdict": row["verdict"], "launches": row["launch_counts"]})  # fmt: skip
+        parts.append(f"{STRATEGY_NAMES[row['strategy']]}: {change}.")
+    return " ".join(parts)
+
+
+def memory_view(checked: pd.DataFrame) -> pd.DataFrame:
+    """``memory_check`` as the chapter shows it: bytes with thousands separators, human columns."""
+    names = {
+        "parameters measured": "weights in the step (B)", "gradients measured": "gradients (B)",
+        "optimizer measured": "Adam state (B)", "at rest, parameters": "weights at rest (B)",
+    }  # fmt: skip
+    view = checked.drop(columns="ranks").rename(columns=names).set_index(["model", "strategy", "rank"])
+    return view.apply(lambda c: c.map("{:,}".format) if c.name in names.values() else c)
+
+
+def traffic_view(traffic: pd.DataFrame) -> pd.DataFrame:
+    """``traffic_check`` as the chapter shows it."""
+    view = traffic.drop(columns="ranks").assign(bytes=traffic["bytes"].map("{:,}".format))
+    return view.rename(columns={"bytes": "bytes per step"}).set_index(["model", "strategy", "operation"])
+
+
+def priced_view(priced: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``priced_traffic`` as two narrow tables: bytes per step and per rank's link (MB) by model and
+    strategy, and milliseconds per step with links as rows and (model, strategy) as columns."""
+    volume = priced.set_index(["model", "strategy"])[["bytes per step", "link bytes per rank"]] / 1e6
+    volume.columns = ["bytes per step (MB)", "on each rank's link (MB)"]
+    seconds = [column for column in priced if column.startswith("seconds, ")]
+    times = priced.set_index(["model", "strategy"])[seconds].T * 1e3
+    times.index = [column.removeprefix("seconds, ") for column in seconds]
+    times.index.name = "link (ms per step)"
+    return volume.round(2), times.round(2)
+
+
+def traffic_sentence(compared: pd.DataFrame, priced: pd.DataFrame, model: str) -> str:
+    """How much longer each sharded strategy's step is than DDP's (medians of launch medians), next to
+    what its extra traffic costs at ``priced``'s first link (``priced_traffic``), as one sentence."""
+    steps = compared[compared["model"] == model].set_index("strategy")["step_median"]
+    link = next(column for column in priced if column.startswith("seconds, "))
+    seconds = priced[priced["model"] == model].set_index("strategy")[link]
+    if "ddp" not in steps.index:
+        return ""
+    parts = []
+    for strategy in (s for s in steps.index if s != "ddp"):
+        measured, priced_extra = steps[strategy] - steps["ddp"], seconds[strategy] - seconds["ddp"]
+        longer = "longer" if measured >= 0 else "shorter"
+        parts.append(
+            f"{STRATEGY_NAMES[strategy]}'s step is {abs(measured) * 1e3:,.0f} ms {longer} than DDP's, "
+            f"where its extra traffic, priced, costs {priced_extra * 1e3:,.0f} ms"
+        )
+    return f"In medians of launches, {'; '.join(parts)}." if parts else ""
