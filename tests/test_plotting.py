@@ -1,5 +1,7 @@
 """helpers.plotting: figures are drawn from tidy frames and their titles name the hardware."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -11,6 +13,12 @@ HARDWARE = "2-core Test CPU, no GPU"
 
 def title(figure):
     return figure._suptitle.get_text()
+
+
+def fits_the_column(figure, inches: float = 7.5) -> bool:
+    """The figure with everything drawn around it (legends outside the axes too) fits the book's column."""
+    figure.canvas.draw()
+    return figure.get_tightbbox().width <= inches + 0.05
 
 
 def test_sweep_and_precision_titles_name_the_hardware():
@@ -29,33 +37,41 @@ def test_sweep_and_precision_titles_name_the_hardware():
     memory = pd.DataFrame({"model": ["ConvNet"] * 2, "precision": ["float32", "bf16"],
                            "saved_mib_per_sample": [4.8, 3.1]})  # fmt: skip
     timed = steps.assign(precision=["float32", "bf16"] * 4)
-    assert HARDWARE in title(plotting.plot_precision(timed, memory, HARDWARE))
+    precision = plotting.plot_precision(timed, memory, HARDWARE)
+    assert HARDWARE in title(precision) and all(axis.get_yscale() == "log" for axis in precision.axes)
+    assert [axis.get_ylabel() for axis in precision.axes] == ["seconds per training step", "MiB per sample"]
+    assert fits_the_column(figure) and fits_the_column(precision)
 
 
 def test_training_and_profile_figures(fsdd):
     history = pd.DataFrame(
         {
-            "model": ["ConvNet"] * 2,
-            "epoch": [1, 2],
-            "train_loss": [2.3, 2.0],
-            "test_loss": [2.3, 2.1],
-            "train_accuracy": [0.1, 0.3],
-            "test_accuracy": [0.1, 0.2],
+            "model": ["ConvNet"] * 2 + ["LinearNet"] * 2,
+            "epoch": [1, 2] * 2,
+            "train_loss": [2.3, 2.0] * 2,
+            "test_loss": [2.3, 2.1] * 2,
+            "train_accuracy": [0.1, 0.3] * 2,
+            "test_accuracy": [0.1, 0.2] * 2,
         }
     )
-    assert HARDWARE in title(plotting.plot_training(history, HARDWARE))
+    training = plotting.plot_training(history, HARDWARE)
+    assert HARDWARE in title(training) and fits_the_column(training)
     phases = pd.DataFrame(
         {"model": ["ConvNet"] * 3, "phase": ["forward", "backward", "optimizer"], "host_seconds": [1, 2, 0.1]}
     ).assign(device_seconds=None)
-    assert HARDWARE in title(plotting.plot_profile(phases, HARDWARE))
-    assert len(plotting.plot_waveforms(fsdd).axes) == 10
-    assert "3,000" in title(plotting.plot_lengths(fsdd.to_frame()))
+    phases = pd.concat([phases, phases.assign(model="LinearNet")])
+    profile = plotting.plot_profile(phases, HARDWARE)
+    assert HARDWARE in title(profile) and fits_the_column(profile)
+    waveforms = plotting.plot_waveforms(fsdd)
+    assert len(waveforms.axes) == 10 and fits_the_column(waveforms)
+    lengths = plotting.plot_lengths(fsdd.to_frame())
+    assert "3,000" in title(lengths) and fits_the_column(lengths)
 
 
 def test_dataparallel_figures_name_the_hardware():
     sweep = pd.DataFrame(
         {
-            "model": ["LinearNet"] * 4,
+            "model": ["LinearNet", "ConvNet"] * 2,
             "replicas": [1, 1, 2, 2],
             "batch_size": [20, 50, 20, 50],
             "repeat": [0, 0, 0, 0],
@@ -64,14 +80,26 @@ def test_dataparallel_figures_name_the_hardware():
             "bytes_per_step": [0, 0, 96_000_000, 97_000_000],
         }
     )
-    assert HARDWARE in title(plotting.plot_dataparallel_sweep(sweep, HARDWARE))
+    dataparallel_sweep = plotting.plot_dataparallel_sweep(sweep, HARDWARE)
+    assert HARDWARE in title(dataparallel_sweep) and fits_the_column(dataparallel_sweep)
     phases = pd.DataFrame(
         {"model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"], "replicas": [1, 2, 1, 2],
-         "phase": ["forward"] * 4, "seconds": [0.1, 0.2, 1.0, 1.1]}
+         "phase": ["scatter_inputs", "reduce_gradients"] * 2, "seconds": [0.1, 0.2, 1.0, 1.1]}
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_phase_breakdown(phases, HARDWARE))
+    breakdown = plotting.plot_phase_breakdown(phases, HARDWARE)
+    assert HARDWARE in title(breakdown) and fits_the_column(breakdown)
+    legend = [text.get_text() for text in breakdown.legends[0].get_texts()]
+    assert legend == ["scatter inputs", "reduce gradients"]
     fit = {"intercept_seconds": 0.0, "seconds_per_byte": 2e-10, "bytes_per_second": 5e9, "r_squared": 0.99}
-    assert "Time = const x Transfer" in title(plotting.plot_time_against_bytes(sweep[2:], fit, HARDWARE))
+    points = pd.DataFrame({"phases": ["broadcast parameters"] * 2 + ["reduce gradients"] * 2,
+                           "model": "LinearNet", "replicas": [2, 4] * 2, "bytes": [1e6, 3e6] * 2,
+                           "seconds": [2e-4, 6e-4, 5e-4, 15e-4]})  # fmt: skip
+    fits = {"broadcast parameters": fit, "reduce gradients": dict(fit, bytes_per_second=2e9)}
+    against = plotting.plot_time_against_bytes(points, fits, HARDWARE)
+    assert "Time = const x Transfer" in title(against) and fits_the_column(against)
+    assert [axis.get_title().split("\n")[1] for axis in against.axes] == [
+        "fit: 5.00 GB/s, R² 0.99", "fit: 2.00 GB/s, R² 0.99",
+    ]  # fmt: skip
 
 
 def test_bar_chart_names_the_hardware():
@@ -93,24 +121,41 @@ def test_collective_figures_name_the_hardware():
             "busbw_GBps": [0.01, 1.0, 1.0, 0.5], "model_seconds": [1.1e-4, 0.9e-3, 1.2e-3, 1.8e-3],
         }
     )  # fmt: skip
-    figure = plotting.plot_bandwidth(frame, "Bus bandwidth", HARDWARE, ("a copy", 5e9))
+    three = frame.assign(world_size=3)
+    figure = plotting.plot_bandwidth(pd.concat([frame, three]), "Bus bandwidth", HARDWARE, ("a copy", 5e9))
     assert HARDWARE in title(figure)
+    # the book's column: 7.5 in at most; a row per rank count, all-reduce left, other collectives right
+    assert figure.get_size_inches()[0] <= 7.5 and len(figure.axes) == 4
     assert figure.axes[0].get_yscale() == "log" and figure.axes[0].lines[-1].get_linestyle() == "--"
-    assert HARDWARE in title(plotting.plot_model_against_measured(frame[:2], "α-β", HARDWARE))
+    legends = [axis.get_legend() for axis in figure.axes if axis.get_legend()]
+    assert [[t.get_text() for t in legend.texts] for legend in legends] == [
+        ["all_reduce (dist)"],
+        ["broadcast (ring)"],
+    ]
+    modelled = plotting.plot_model_against_measured(pd.concat([frame[:2], three[:2]]), "α-β", HARDWARE)
+    assert HARDWARE in title(modelled) and modelled.get_size_inches()[0] <= 7.5
+    assert [axis.get_title() for axis in modelled.axes] == ["gloo/cpu, 2 ranks", "gloo/cpu, 3 ranks"]
     pipelined = plotting.plot_broadcast_pipelining(frame[2:], 2.5, "pipelining", HARDWARE)
     assert HARDWARE in title(pipelined) and "S* = 2.5" in [
         t.get_text() for t in pipelined.axes[0].get_legend().texts
     ]
     history = pd.DataFrame(
-        {"step": [1, 2, 1, 2], "staleness": [0, 0, 4, 4], "batch_loss": [2.3, 2.2, 2.3, 2.4],
-         "eval_accuracy": [None, 0.2, None, 0.1]}
+        {"step": [5, 10, 5, 10, 5, 10], "staleness": [0, 0, 4, 4, 4, 4], "seed": [0, 0, 0, 0, 1, 1],
+         "eval_loss": [2.1, 1.9, 2.2, 2.1, 2.0, 1.95]}
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_stale_training(history, "training", "stale", HARDWARE))
-    steps = pd.DataFrame(
-        {"bucket_cap_mb": [0.25, 0.25, 25, 25], "step_seconds": [2.0, 2.1, 1.5, 1.6],
-         "buckets_per_step": [2, 2, 1, 1]}
+    stale = plotting.plot_stale_training(history, "training", 2.0, "stale", HARDWARE)
+    assert HARDWARE in title(stale) and stale.get_size_inches()[0] <= 7.5
+    steps_axis = stale.axes[1]
+    # τ = 0 reached 2.0 at step 10, τ = 4 with seed 1 at step 5; seed 0 missed it (an × at its last step)
+    assert [list(line.get_ydata()) for line in steps_axis.lines] == [[10], [], [10, 10], [5], [10], [5, 5]]
+    launches = pd.DataFrame(
+        {"bucket cap (MiB)": [0.25, 0.25, 25, 25], "step time (s)": [2.0, 2.1, 1.5, 1.6],
+         "buckets per step": [2, 2, 1, 1]}
     )  # fmt: skip
-    assert HARDWARE in title(plotting.plot_bucket_sweep(steps, "buckets", HARDWARE))
+    figure = plotting.plot_bucket_sweep(launches, "buckets", HARDWARE)
+    assert HARDWARE in title(figure) and figure.get_figwidth() <= 7.5  # the book's column
+    assert [axis.get_xlabel() for axis in figure.axes] == ["bucket cap (MiB)"] * 2
+    assert [axis.get_ylabel() for axis in figure.axes] == ["step time (s)", "buckets per step"]
 
 
 def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
@@ -183,15 +228,40 @@ def test_loss_fits_and_step_time_validation_per_method():
     assert figure.axes[0].containers[0].lines[0].get_ydata()[0] == 1.2
 
 
-def test_an_unresolved_noise_scale_is_marked_not_dropped():
+def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
     points = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [2.4, 2.2, 2.0, 1.9],
                            "b_simple": [57.6, float("inf"), 106.3, 300.0]})  # fmt: skip
     figure = plotting.plot_noise_scale(points, "noise", "this machine", samples=256)
     noise_axis = figure.axes[0]
-    assert [line.get_xdata()[0] for line in noise_axis.lines if line.get_linestyle() == ":"] == [100]
-    assert any(text.get_text().strip() == "∞" for text in noise_axis.texts)
-    # n = 256 clips resolve 57.6 and 106.3; the finite 300 is drawn hollow above the dashed n line
+    # n = 256 clips resolve 57.6 and 106.3; the infinite and the 300 are lower bounds on the dashed n line
     assert [line.get_ydata()[0] for line in noise_axis.lines if line.get_linestyle() == "--"] == [256]
-    hollow = [c for c in noise_axis.collections if c.get_label().startswith("not resolved")]
-    assert len(hollow) == 1 and hollow[0].get_offsets().tolist() == [[300.0, 300.0]]
+    bounds = [c for c in noise_axis.collections if c.get_label().startswith("not resolved")]
+    assert len(bounds) == 1 and bounds[0].get_offsets().tolist() == [[100.0, 256.0], [300.0, 256.0]]
+    # the resolved line breaks at the unresolved step: no segment joins 0 to 200 through step 100
+    resolved = next(line for line in noise_axis.lines if line.get_label() == "B_simple, resolved")
+    values = resolved.get_ydata().tolist()
+    assert values[0] == 57.6 and values[2] == 106.3 and math.isnan(values[1]) and math.isnan(values[3])
     assert "this machine" in figure._suptitle.get_text()
+    assert figure.get_size_inches()[0] <= 7.5  # the book's column
+
+
+def test_chapter_six_figures_fit_the_column_and_say_what_they_show():
+    efficiency = pd.DataFrame({"model": ["M", "M"], "scaling": ["strong", "strong"], "ranks": [1, 2],
+                               "speedup": [1.0, 1.6], "speedup_low": [0.9, 1.46],
+                               "speedup_high": [1.1, 1.75]})  # fmt: skip
+    figure = plotting.plot_efficiency(efficiency, "speed-up", HARDWARE)
+    assert figure.get_size_inches()[0] <= 7.5 and HARDWARE in title(figure)
+    bars = figure.axes[0].containers[0].lines[2][0].get_segments()[1]  # the k = 2 bar: its interval
+    assert [y for _, y in bars] == pytest.approx([1.46, 1.75])
+    steps = pd.DataFrame({"rule": ["fixed"] * 3, "seed": [0] * 3, "global_batch": [8, 32, 128],
+                          "steps": [525.0, 190.0, 90.0]})  # fmt: skip
+    fits = {"fixed": {"s_min": 63.0, "b_crit": 59.4, "e_min": 3719.0}}
+    figure = plotting.plot_steps_to_target(steps, fits, "steps", HARDWARE)
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert "fit (fixed rate): knee at B = 59" in labels and figure.get_size_inches()[0] <= 7.5
+    from helpers.sharding import memory
+
+    figure = plotting.plot_memory(memory.device_table(["LinearNet", "ConvNet"], 4, 32), "bytes")
+    labels = figure.axes[-1].get_legend_handles_labels()[1]
+    assert labels == ["weights", "gradients", "Adam state", "activations"]
+    assert figure.get_size_inches()[0] <= 7.5

@@ -7,7 +7,7 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 
@@ -50,95 +50,100 @@ def titled_grid(grid: sns.FacetGrid, what: str, hardware: str) -> plt.Figure:
 
 def plot_waveforms(dataset: FSDD, speaker: str = "george", take: int = 0) -> plt.Figure:
     """One recording of each digit by one speaker, as padded to 12,000 samples."""
-    figure, axes = plt.subplots(2, 5, figsize=(12, 4), sharex=True, sharey=True)
+    figure, axes = plt.subplots(2, 5, figsize=(7.5, 3.6), sharex=True, sharey=True)
     speaker_index = dataset.speaker_names.index(speaker)
     seconds = [i / SAMPLE_RATE for i in range(CLIP_SAMPLES)]
     chosen = (dataset.speakers == speaker_index) & (dataset.takes == take)
     for digit, axis in enumerate(axes.flat):
         row = int(((dataset.digits == digit) & chosen).nonzero()[0, 0])
         axis.plot(seconds, dataset.waveforms[row, 0].numpy(), linewidth=0.5)
-        axis.set_title(f"digit {digit}")
+        axis.set_title(f"digit {digit}", fontsize=9)
+        axis.tick_params(labelsize=8)
     for axis in axes[1]:
-        axis.set_xlabel("seconds")
+        axis.set_xlabel("seconds", fontsize=9)
     return titled(figure, f"FSDD: speaker {speaker}, take {take}, padded to {CLIP_SAMPLES:,} samples")
 
 
 def plot_lengths(clips: pd.DataFrame) -> plt.Figure:
     """Distribution of recording lengths, with the 1.5 s cut used by the models."""
-    figure, axis = plt.subplots(figsize=(8, 3.5))
+    figure, axis = plt.subplots(figsize=(7.5, 3.2))
     sns.histplot(data=clips, x="seconds", hue="speaker", multiple="stack", bins=60, ax=axis)
+    axis.set(xlabel="length of the recording (s)", ylabel="recordings")
     axis.axvline(CLIP_SAMPLES / SAMPLE_RATE, color="black", linestyle="--")
     axis.annotate(" 12,000 samples = 1.5 s", (CLIP_SAMPLES / SAMPLE_RATE, axis.get_ylim()[1] * 0.9))
     return titled(figure, "Length of the 3,000 FSDD recordings")
 
 
 def plot_training(history: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Loss and accuracy per epoch, train and test, one column per model."""
+    """Loss and accuracy per epoch, training (running mean over the epoch) and test, one column per model."""
     long = history.melt(
         id_vars=["model", "epoch"],
         value_vars=["train_loss", "test_loss", "train_accuracy", "test_accuracy"],
         var_name="series",
     )
-    long["metric"] = long["series"].str.split("_").str[1]
-    long["split"] = long["series"].str.split("_").str[0]
+    parts = long["series"].str.split("_")
+    long["metric"] = parts.str[1].map({"loss": "cross-entropy loss", "accuracy": "accuracy"})
+    long["clips"] = parts.str[0].map({"train": "training (running mean)", "test": "test (after the epoch)"})
     grid = sns.relplot(
-        data=long,
-        x="epoch",
-        y="value",
-        hue="split",
-        row="metric",
-        col="model",
-        kind="line",
-        marker="o",
-        height=2.8,
-        aspect=1.4,
-        facet_kws={"sharey": "row"},
-    )
+        data=long, x="epoch", y="value", hue="clips", row="metric", col="model", kind="line", marker="o",
+        height=2.2, aspect=1.55, facet_kws={"sharey": "row", "legend_out": False},
+    )  # fmt: skip
     grid.set_titles("{col_name}: {row_name}")
     grid.set_axis_labels("epoch", "")
     for axis in grid.axes.flat:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-    return titled_grid(grid, "Training curves (train figures are running means over each epoch)", hardware)
+    for axis in grid.axes[-1]:
+        axis.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    figure = titled(grid.figure, "Training curves", hardware)
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False, title="clips:")
+    return figure
 
 
 def plot_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
     """Epoch time and throughput against batch size, one line per model: the median of the timed steps,
     with a band from the fastest to the slowest (``train.steps_frame`` rows)."""
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    figure, axes = plt.subplots(1, 2, figsize=(7.5, 3.3))
     for axis, column, label in (
         (axes[0], "epoch_seconds", "seconds per epoch (estimated)"),
         (axes[1], "samples_per_second", "training samples per second"),
     ):
         sns.lineplot(data=steps, x="batch_size", y=column, hue="model", style="model", markers=True,
-                     dashes=False, ax=axis, **SPREAD)  # fmt: skip
+                     dashes=False, ax=axis, legend=axis is axes[0], **SPREAD)  # fmt: skip
         axis.set(xlabel="batch size", ylabel=label)
         plain_log_axes(axis, sorted(steps["batch_size"].unique()))
+    axes[0].legend(frameon=False, fontsize=8)
     repeats = steps.groupby(["model", "batch_size"])["repeat"].count().min()
     return titled(figure, f"Batch-size sweep: median of {repeats} timed steps, band min-max", hardware)
 
 
 def plot_precision(steps: pd.DataFrame, memory: pd.DataFrame, hardware: str) -> plt.Figure:
     """float32 against bf16 autocast: step time (median, min–max bars) and activation memory kept for
-    backward (exact)."""
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    backward (exact), on log axes so that both models' bars show."""
+    figure, axes = plt.subplots(1, 2, figsize=(7.5, 3.4))
     sns.barplot(data=steps, x="model", y="step_seconds", hue="precision", ax=axes[0], capsize=0.1, **SPREAD)
-    sns.barplot(data=memory, x="model", y="saved_mib_per_sample", hue="precision", ax=axes[1])
-    axes[0].set(ylabel="seconds per training step")
-    axes[1].set(ylabel="MiB saved for backward per sample")
-    return titled(figure, "Mixed precision (bf16 autocast) against float32", hardware)
+    sns.barplot(data=memory, x="model", y="saved_mib_per_sample", hue="precision", ax=axes[1], legend=False)
+    axes[0].set(ylabel="seconds per training step", title="step time (median, min–max)")
+    axes[1].set(ylabel="MiB per sample", title="kept for backward")
+    for axis in axes:
+        axis.set(yscale="log", xlabel="")
+        _log_ticks(axis.yaxis)
+        axis.title.set_size(10)
+    axes[0].legend(title="precision", frameon=False, fontsize=8)
+    return titled(figure, "bf16 autocast against float32 (log scales)", hardware)
 
 
 def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     """Seconds of one training step per phase, host and (on a GPU) device: medians of un-profiled steps."""
     long = phases.melt(id_vars=["model", "phase"], value_vars=["host_seconds", "device_seconds"])
     long = long.dropna()
-    long["clock"] = long["variable"].str.replace("_seconds", "")
+    long["clock"] = long["variable"].map({"host_seconds": "host", "device_seconds": "GPU (CUDA events)"})
     grid = sns.catplot(
-        data=long, x="phase", y="value", hue="clock", col="model", kind="bar", height=3, sharey=False
-    )
+        data=long, x="phase", y="value", hue="clock", col="model", kind="bar", height=2.8, aspect=0.9,
+        sharey=False,
+    )  # fmt: skip
     grid.set_titles("{col_name}")
-    grid.set_axis_labels("", "seconds")
-    return titled_grid(grid, "One training step by phase (median of timed steps)", hardware)
+    grid.set_axis_labels("", "seconds per step")
+    return titled_grid(grid, "One training step by phase (median of unprofiled steps)", hardware)
 
 
 def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
@@ -146,7 +151,7 @@ def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
     median of the timed steps with a min–max band (``dataparallel.steps_frame`` rows)."""
     grid = sns.relplot(
         data=steps, x="batch_size", y="epoch_seconds", hue="replicas", style="replicas", col="model",
-        kind="line", markers=True, dashes=False, palette="viridis", height=3.4, aspect=1.3,
+        kind="line", markers=True, dashes=False, palette="viridis", height=3.0, aspect=0.95,
         facet_kws={"sharey": False}, **SPREAD,
     )  # fmt: skip
     for axis in grid.axes.flat:
@@ -160,32 +165,44 @@ def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
 
 
 def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Seconds per phase of one step, stacked, per model and replica count."""
-    figure, axes = plt.subplots(1, phases["model"].nunique(), figsize=(11, 3.8))
-    for axis, (model, frame) in zip(axes, phases.groupby("model", sort=False), strict=True):
+    """Seconds per phase of one step, stacked, per model and replica count; the legend under the panels."""
+    models = list(dict.fromkeys(phases["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(7.5, 3.8), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        frame = phases[phases["model"] == model].assign(phase=lambda f: f["phase"].str.replace("_", " "))
         table = frame.pivot(index="replicas", columns="phase", values="seconds")[frame["phase"].unique()]
-        table.plot.bar(stacked=True, ax=axis, legend=axis is axes[-1], colormap="tab10", width=0.7)
+        table.plot.bar(stacked=True, ax=axis, legend=False, colormap="tab10", width=0.7, rot=0)
         axis.set(title=model, xlabel="replicas", ylabel="seconds per step")
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
-    return titled(figure, "Where a DataParallel step goes, phase by phase", hardware)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    titled(figure, "Where a DataParallel step goes, phase by phase", hardware)
+    figure.subplots_adjust(bottom=0.36)
+    figure.legend(handles, labels, loc="lower center", ncol=3, frameon=False, fontsize=8)
+    return figure
 
 
-def plot_time_against_bytes(points: pd.DataFrame, fit: dict, hardware: str) -> plt.Figure:
-    """Transfer seconds per step against bytes moved per step, with the fitted line."""
-    points = points.assign(megabytes_per_step=points["bytes_per_step"] / 1e6)
-    figure, axis = plt.subplots(figsize=(7, 4))
-    sns.scatterplot(
-        data=points, x="megabytes_per_step", y="transfer_seconds", hue="model", style="replicas", ax=axis
-    )
-    top = points["bytes_per_step"].max()
-    axis.plot(
-        [0, top / 1e6], [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top],
-        color="black", linewidth=1,
-        label=f"fit: {fit['bytes_per_second'] / 1e9:.2f} GB/s, R² {fit['r_squared']:.2f}",
-    )  # fmt: skip
-    axis.set(xlabel="MB moved between replicas per step", ylabel="seconds in transfer phases")
-    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return titled(figure, "Time = const x Transfer", hardware)
+def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str) -> plt.Figure:
+    """Seconds against bytes moved per step, one panel per group of transfer phases (``points``: rows of
+    ``dataparallel.transfer_points``), each with its fitted line (``fits``: {group: fit})."""
+    groups = list(dict.fromkeys(points["phases"]))
+    figure, axes = plt.subplots(1, len(groups), figsize=(7.5, 3.4), squeeze=False, sharey=True)
+    for axis, group in zip(axes[0], groups, strict=True):
+        rows = points[points["phases"] == group].assign(megabytes=lambda f: f["bytes"] / 1e6)
+        sns.scatterplot(data=rows, x="megabytes", y="seconds", hue="model", style="replicas", ax=axis,
+                        legend=axis is axes[0][-1])  # fmt: skip
+        fit, top = fits[group], rows["bytes"].max()
+        line = [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top]
+        axis.plot([0, top / 1e6], line, color="black", linewidth=1)
+        speed = f"fit: {fit['bytes_per_second'] / 1e9:.2f} GB/s, R² {fit['r_squared']:.2f}"
+        if not math.isfinite(fit["bytes_per_second"]):
+            speed = "fit: no positive slope"
+        axis.set(xlabel="MB moved per step", ylabel="seconds per step", title=f"{group}\n{speed}")
+        axis.title.set_size(9)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    axes[0][-1].get_legend().remove()
+    titled(figure, "Time = const x Transfer, phase by phase", hardware)
+    figure.subplots_adjust(bottom=0.3)
+    figure.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, fontsize=8)
+    return figure
 
 
 def plot_bars(frame: pd.DataFrame, x: str, y: str, hue: str, what: str, hardware: str) -> plt.Figure:
@@ -198,20 +215,20 @@ def plot_bars(frame: pd.DataFrame, x: str, y: str, hue: str, what: str, hardware
     return titled(figure, what, hardware)
 
 
-def plot_bucket_sweep(steps: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Step time (median, min–max band) and buckets per step against DDP's ``bucket_cap_mb`` (log axis)."""
-    figure, (time_axis, bucket_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    sns.lineplot(data=steps, x="bucket_cap_mb", y="step_seconds", marker="o", ax=time_axis, **SPREAD)
-    counts = steps.drop_duplicates("bucket_cap_mb")
-    sns.lineplot(data=counts, x="bucket_cap_mb", y="buckets_per_step", marker="o", ax=bucket_axis)
-    caps = sorted(steps["bucket_cap_mb"].unique())
+def plot_bucket_sweep(launches: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Step time (median launch, band from the fastest to the slowest) and buckets per step against DDP's
+    bucket cap (log axis), from one row per launch: "bucket cap (MiB)", "step time (s)", "buckets per
+    step"."""
+    cap, step, buckets = "bucket cap (MiB)", "step time (s)", "buckets per step"
+    figure, (time_axis, bucket_axis) = plt.subplots(1, 2, figsize=(7.5, 3.4))
+    sns.lineplot(data=launches, x=cap, y=step, marker="o", ax=time_axis, **SPREAD)
+    sns.lineplot(data=launches.drop_duplicates(cap), x=cap, y=buckets, marker="o", ax=bucket_axis)
+    caps = sorted(launches[cap].unique())
     for axis in (time_axis, bucket_axis):
         axis.set_xscale("log")
-        axis.set_xticks(caps, [f"{cap:g}" for cap in caps])
+        axis.set_xticks(caps, [f"{value:g}" for value in caps])
         axis.minorticks_off()
-        axis.set_xlabel("bucket_cap_mb")
-    time_axis.set(ylabel="seconds per step")
-    bucket_axis.set_ylabel("buckets per step")
+    time_axis.set_ylim(bottom=0)  # a difference of a few per cent must not fill the panel
     bucket_axis.yaxis.set_major_locator(MaxNLocator(integer=True))
     return titled(figure, what, hardware)
 
@@ -229,57 +246,100 @@ def _bytes_axis(axis: plt.Axes) -> None:
     axis.set_xlabel("message size (bytes)")
 
 
+COLUMN_INCHES = 7.5  # the book's column: no figure is wider
+
+
+def _reference_line(axis: plt.Axes, reference: tuple | None) -> None:
+    """The dashed line of ``reference`` = (label, bytes per second), labelled inside the panel."""
+    if reference:
+        axis.axhline(reference[1] / 1e9, color="black", linestyle="--", linewidth=1)
+        axis.annotate(f"{reference[0]}, {reference[1] / 1e9:.3g} GB/s", (0.02, reference[1] / 1e9),
+                      xycoords=("axes fraction", "data"), fontsize=7, va="top")  # fmt: skip
+
+
 def plot_bandwidth(
     frame: pd.DataFrame, what: str, hardware: str, reference: tuple | None = None
 ) -> plt.Figure:
-    """busbw against message size on log-log axes, one panel per number of ranks, one line (colour and
-    marker) per implementation and backend (nccl-tests' definitions; every point is already a median).
-    ``reference`` = (label, bytes per second) draws the link's peak (or the machine's copy speed)."""
+    """busbw against message size on log-log axes (nccl-tests' definitions; every point is already a
+    median): one row of panels per backend/device and rank count, all-reduce implementations on the left,
+    the other collectives on the right, each with at most four lines and its own legend underneath, so
+    that the figure fits the book's column. ``reference`` = (label, bytes per second) draws the link's
+    peak (or the machine's copy speed) in every panel."""
     ok = frame[(frame["status"] == "ok") & (frame["chunks"].fillna(1) == 1)].assign(
-        setup=lambda f: f["label"].str.replace(", S=1", "") + " · " + f["backend"] + "/" + f["device"],
-        ranks=lambda f: f["world_size"].astype(str) + " ranks",
+        implementation=lambda f: f["label"].str.replace(", S=1", "", regex=False),
+        family=lambda f: (
+            f["collective"].eq("all_reduce").map({True: "all-reduce", False: "other collectives"})
+        ),
     )
-    grid = sns.relplot(
-        data=ok, x="bytes", y="busbw_GBps", hue="setup", style="setup", col="ranks", kind="line",
-        markers=True, dashes=False, errorbar=None, height=3.6, aspect=1.2,
+    setups = list(ok.groupby(["backend", "device", "world_size"]).groups)
+    figure, axes = plt.subplots(
+        len(setups), 2, figsize=(COLUMN_INCHES, 2.0 + 2.4 * len(setups)), sharex=True, sharey=True,
+        squeeze=False,
     )  # fmt: skip
-    for axis in grid.axes.flat:
-        _bytes_axis(axis)
-        axis.set_yscale("log")
-        axis.yaxis.set_major_formatter(PLAIN)
-        axis.set_ylabel("busbw (GB/s, log)")
-        if reference:
-            axis.axhline(reference[1] / 1e9, color="black", linestyle="--", linewidth=1)
-            axis.annotate(f" {reference[0]}", (axis.get_xlim()[0], reference[1] / 1e9), fontsize=8,
-                          va="bottom")  # fmt: skip
-    grid.set_titles("{col_name}")
-    return titled_grid(grid, what, hardware)
+    names = list(ok["implementation"].unique())
+    colours = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
+    markers = dict(zip(names, "osD^vP*X" * 2, strict=False))
+    for row, (backend, device, k) in enumerate(setups):
+        for column, family in enumerate(["all-reduce", "other collectives"]):
+            axis = axes[row][column]
+            shown = ok[(ok["backend"] == backend) & (ok["device"] == device) & (ok["world_size"] == k)
+                       & (ok["family"] == family)]  # fmt: skip
+            for name, group in shown.groupby("implementation", sort=False):
+                group = group.sort_values("bytes")
+                axis.plot(group["bytes"], group["busbw_GBps"], marker=markers[name], markersize=4,
+                          color=colours[name], label=name)  # fmt: skip
+            _bytes_axis(axis)
+            axis.set_yscale("log")
+            axis.yaxis.set_major_formatter(PLAIN)
+            axis.set_title(f"{family}, {backend}/{device}, {k} ranks", fontsize=9)
+            axis.set_xlabel("message size (bytes)" if row == len(setups) - 1 else "")
+            axis.set_ylabel("busbw (GB/s, log)" if column == 0 else "")
+            _reference_line(axis, reference)
+    for axis in axes[-1]:
+        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False, fontsize="small")
+    return titled(figure, what, hardware)
 
 
 def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Measured seconds (points) and the α-β model's prediction (lines) against message size, log-log."""
+    """Measured seconds (points) and the α-β model's prediction (lines) against message size, log-log:
+    one panel per backend/device and rank count (two across), one colour per implementation, one legend
+    under the panels."""
     rows = frame.dropna(subset=["model_seconds"]).assign(
-        setup=lambda f: f["label"] + " · " + f["backend"] + "/" + f["device"]
+        implementation=lambda f: f["label"].str.extract(r"\((.*)\)", expand=False).fillna(f["label"])
     )
-    figure, axis = plt.subplots(figsize=(8, 4.2))
-    sns.scatterplot(data=rows, x="bytes", y="seconds", hue="setup", ax=axis)
-    palette = dict(
-        zip(rows["setup"].unique(), sns.color_palette(n_colors=rows["setup"].nunique()), strict=True)
+    setups = list(rows.groupby(["backend", "device", "world_size"]).groups)
+    columns = 2 if len(setups) > 1 else 1
+    grid = max(1, math.ceil(len(setups) / columns))
+    figure, axes = plt.subplots(
+        grid, columns, figsize=(COLUMN_INCHES, 1.6 + 2.8 * grid), sharex=True, sharey=True, squeeze=False
     )
-    for setup, group in rows.groupby("setup"):
-        group = group.sort_values("bytes")
-        axis.plot(group["bytes"], group["model_seconds"], color=palette[setup], linewidth=1)
-    _bytes_axis(axis)
-    axis.set_yscale("log")
-    axis.set_ylabel("seconds (points: measured, lines: α-β model)")
-    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return titled(figure, what, hardware)
+    names = list(rows["implementation"].unique())
+    colours = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
+    for axis, (backend, device, k) in zip(axes.flat, setups, strict=False):
+        shown = rows[(rows["backend"] == backend) & (rows["device"] == device) & (rows["world_size"] == k)]
+        for name, group in shown.groupby("implementation", sort=False):
+            group = group.sort_values("bytes")
+            axis.plot(group["bytes"], group["seconds"], "o", markersize=4, color=colours[name], label=name)
+            axis.plot(group["bytes"], group["model_seconds"], "-", linewidth=1, color=colours[name])
+        _bytes_axis(axis)
+        axis.set_yscale("log")
+        axis.set_title(f"{backend}/{device}, {k} ranks", fontsize=9)
+        axis.set_ylabel("seconds (log)")
+    for axis in axes.flat[len(setups) :]:
+        axis.set_visible(False)
+    figure = titled(figure, what, hardware)
+    figure.subplots_adjust(bottom=figure.subplotpars.bottom + 0.7 / figure.get_size_inches()[1])
+    figure.legend(
+        *axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=len(names), frameon=False,
+        fontsize="small", title="points: measured · lines: α-β model", title_fontsize="small",
+    )  # fmt: skip
+    return figure
 
 
 def plot_broadcast_pipelining(rows: pd.DataFrame, best: float, what: str, hardware: str) -> plt.Figure:
     """Ring broadcast time against the number of chunks S: measured points, the formula's line and its
     best chunk count S* (``collectives.model.optimal_chunks``)."""
-    figure, axis = plt.subplots(figsize=(7, 3.8))
+    figure, axis = plt.subplots(figsize=(6.5, 3.4))
     rows = rows.sort_values("chunks")
     axis.plot(rows["chunks"], rows["seconds"], "o", label="measured")
     axis.plot(
@@ -293,21 +353,43 @@ def plot_broadcast_pipelining(rows: pd.DataFrame, best: float, what: str, hardwa
     return titled(figure, what, hardware)
 
 
-def plot_stale_training(history: pd.DataFrame, evaluated_on: str, what: str, hardware: str) -> plt.Figure:
-    """Batch loss and accuracy against step, one line per staleness (0 = synchronous SGD)."""
-    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    smoothed = history.assign(
-        batch_loss=history.groupby("staleness")["batch_loss"].transform(
-            lambda s: s.rolling(5, min_periods=1).mean()
+def plot_stale_training(
+    history: pd.DataFrame, evaluated_on: str, target_loss: float, what: str, hardware: str
+) -> plt.Figure:
+    """Left: the loss on the evaluated clips against the step, one thin line per run (colour: staleness τ,
+    0 = synchronous SGD), the target dashed. Right: the steps each seed took to the target per τ (seeds
+    side by side), with their median; a run that missed the target within its steps is drawn at its last
+    step as an ×."""
+    figure, (loss_axis, steps_axis) = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4), width_ratios=(3, 2))
+    evaluated = history.dropna(subset=["eval_loss"])
+    stalenesses = sorted(evaluated["staleness"].unique())
+    colours = dict(zip(stalenesses, sns.color_palette("viridis", n_colors=len(stalenesses)), strict=True))
+    for (tau, _), run in evaluated.groupby(["staleness", "seed"]):
+        loss_axis.plot(run["step"], run["eval_loss"], color=colours[tau], linewidth=1, alpha=0.8)
+    loss_axis.axhline(target_loss, color="black", linestyle="--", linewidth=1)
+    loss_axis.set(xlabel="step", ylabel=f"loss on the {evaluated_on} clips")
+    for position, tau in enumerate(stalenesses):
+        runs = evaluated[evaluated["staleness"] == tau].groupby("seed")
+        reached = runs.apply(
+            lambda r: r.loc[r["eval_loss"] <= target_loss, "step"].min(), include_groups=False
         )
-    )
-    sns.lineplot(data=smoothed, x="step", y="batch_loss", hue="staleness", style="staleness",
-                 palette="viridis", ax=loss_axis)  # fmt: skip
-    evaluated = history.dropna(subset=["eval_accuracy"])
-    sns.lineplot(data=evaluated, x="step", y="eval_accuracy", hue="staleness", style="staleness",
-                 palette="viridis", markers=True, ax=accuracy_axis)  # fmt: skip
-    loss_axis.set_ylabel("training batch loss (mean of 5)")
-    accuracy_axis.set_ylabel(f"accuracy on the {evaluated_on} clips")
+        last = runs["step"].max()
+        hit, missed = reached.dropna(), last[reached.isna()]
+        shift = {seed: (i - (len(last) - 1) / 2) * 0.1 for i, seed in enumerate(last.index)}  # seeds apart
+        steps_axis.plot([position + shift[s] for s in hit.index], hit, "o", color=colours[tau])
+        steps_axis.plot([position + shift[s] for s in missed.index], missed, "x", color=colours[tau])
+        if len(hit):
+            steps_axis.plot(
+                [position - 0.25, position + 0.25], [hit.median()] * 2, color="black", linewidth=1
+            )
+    steps_axis.set_xticks(range(len(stalenesses)), [f"τ = {tau}" for tau in stalenesses])
+    steps_axis.set(xlim=(-0.6, len(stalenesses) - 0.4), ylabel=f"steps to loss ≤ {target_loss:g}")
+    loss_axis.legend(
+        [*(plt.Line2D([], [], color=colours[tau]) for tau in stalenesses),
+         plt.Line2D([], [], color="black", linestyle="--", linewidth=1)],
+        [*(f"τ = {tau}" for tau in stalenesses), "target"], frameon=False, fontsize="small",
+        title="staleness",
+    )  # fmt: skip
     return titled(figure, what, hardware)
 
 
@@ -496,10 +578,12 @@ def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
 
 
 def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Speed-up against ranks, strong and weak scaling side by side, one line per model with bars from
-    the slowest to the fastest pairing (``scaling.efficiency_table``), and the ideal S(k) = k."""
+    """Speed-up against ranks, strong and weak scaling side by side, one line per model through the
+    medians of its launches with bars over the 95 % bootstrap interval (``scaling.efficiency_table``), and
+    the ideal S(k) = k."""
     kinds = [kind for kind in ("strong", "weak") if kind in set(table["scaling"])]
-    figure, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False, sharey=True)
+    width = 3.2 * len(kinds) + 1.1  # the legend sits right of the panels: 7.5 in for two
+    figure, axes = plt.subplots(1, len(kinds), figsize=(width, 3.4), squeeze=False, sharey=True)
     for axis, kind in zip(axes[0], kinds, strict=True):
         part = table[table["scaling"] == kind]
         for (model, rows), marker in zip(part.groupby("model"), "os^", strict=False):
@@ -509,14 +593,15 @@ def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure
         ranks = sorted(part["ranks"].unique())
         axis.plot(ranks, ranks, color="black", linewidth=1, linestyle="--", label="ideal: S(k) = k")
         axis.set(xlabel="ranks k", ylabel="speed-up S(k)", title=f"{kind} scaling", xticks=ranks)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
     return titled(figure, what, hardware)
 
 
 def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: str) -> plt.Figure:
     """Steps to the target against the global batch, log-log: per learning-rate rule the median over
-    seeds a line, min-max over seeds shaded, the fitted S(B) = S_min (1 + B_crit/B) dashed in its colour."""
-    figure, axis = plt.subplots(figsize=(7, 4.2))
+    seeds a line, min-max over seeds shaded, the fitted S(B) = S_min (1 + B_knee/B) dashed in its colour
+    (the knee of that fixed recipe, not McCandlish's B_crit, which tunes the rate at every batch)."""
+    figure, axis = plt.subplots(figsize=(7, 3.8))
     reached = table.dropna(subset=["steps"])
     sns.lineplot(data=reached, x="global_batch", y="steps", hue="rule", style="rule", markers=True,
                  dashes=False, ax=axis, **SPREAD)  # fmt: skip
@@ -527,35 +612,38 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
         if 0 < fit["b_crit"] < float("inf") and rule in rules:
             curve = [fit["s_min"] * (1 + fit["b_crit"] / b) for b in batches]
             axis.plot(batches, curve, linestyle="--", linewidth=1, color=colours[rules.index(rule)],
-                      label=f"fit ({rule}): B_crit = {fit['b_crit']:.0f}")  # fmt: skip
+                      label=f"fit ({rule} rate): knee at B = {fit['b_crit']:.0f}")  # fmt: skip
     plain_log_axes(axis, batches)
     axis.set(xlabel="global batch B", ylabel="steps to the target loss")
-    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
     return titled(figure, what, hardware)
 
 
 def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str, samples: int) -> plt.Figure:
     """The gradient noise scale B_simple and the training loss against the training step.
 
-    ``samples`` clips can resolve a noise scale below ``samples`` only: a dashed line marks that limit,
-    a point on or above it is drawn hollow, and an infinite one (the mean gradient lost in the noise)
-    is a dotted "∞" line at its step.
+    ``samples`` clips resolve a noise scale below ``samples`` only: a dashed line marks that limit. A
+    resolved estimate is a point, joined to a resolved neighbour; an unresolved one (at least ``samples``,
+    or infinite: the mean gradient lost in the noise) is a lower-bound marker (▲) on the limit, joined to
+    nothing, since its value is not known.
     """
-    figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(10, 3.6))
-    finite = points["b_simple"].map(math.isfinite)
-    sns.lineplot(data=points[finite], x="step", y="b_simple", marker="o", ax=noise_axis)
-    unresolved = points[finite & (points["b_simple"] >= samples)]
-    noise_axis.scatter(unresolved["step"], unresolved["b_simple"], s=90, facecolors="white",
-                       edgecolors="C0", zorder=3, label="not resolved (B_simple ≥ n)")  # fmt: skip
+    figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(7.5, 3.4))
+    resolved = points["b_simple"].map(math.isfinite) & (points["b_simple"] < samples)
+    # NaN breaks the line: resolved points are joined only to resolved neighbours
+    noise_axis.plot(points["step"], points["b_simple"].where(resolved), marker="o", color="C0",
+                    label="B_simple, resolved")  # fmt: skip
+    unresolved = points[~resolved]
+    noise_axis.scatter(unresolved["step"], [samples] * len(unresolved), marker="^", s=70, color="C0",
+                       zorder=3, label="not resolved: B_simple > n (lower bound)")  # fmt: skip
     noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples} clips")
-    for step in points.loc[~finite, "step"]:
-        noise_axis.axvline(step, linestyle=":", color="grey")
-        noise_axis.text(step, 0.92, " ∞", transform=noise_axis.get_xaxis_transform(), color="grey")
-    noise_axis.set(ylabel="B_simple = tr(Σ) / |G|² (samples)", yscale="log")
+    noise_axis.set(xlabel="step", ylabel="B_simple = tr(Σ)/|G|²", yscale="log")
     noise_axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 50, 100, 200: within one decade
     noise_axis.yaxis.set_major_formatter(PLAIN)
     noise_axis.yaxis.set_minor_formatter(NullFormatter())
-    noise_axis.legend(frameon=False, fontsize="small")
+    values = [samples, *points["b_simple"].where(resolved).dropna()]
+    # a decade of room above the limit n and every point: the legend sits there, covering none
+    noise_axis.set_ylim(min(values) / 2, 12 * max(values))
+    noise_axis.legend(frameon=False, fontsize="x-small", loc="upper left")
     sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
     loss_axis.set(ylabel="loss on the training clips")
     return titled(figure, what, hardware)
@@ -566,10 +654,11 @@ def plot_memory(table: pd.DataFrame, what: str) -> plt.Figure:
     (``sharding.memory.device_table``); arithmetic, so no hardware in the title."""
     parts = ["parameters", "gradients", "optimizer", "activations"]
     models = list(dict.fromkeys(table["model"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+    figure, axes = plt.subplots(1, len(models), figsize=(3.1 * len(models) + 1.2, 3.4), squeeze=False)
     for axis, model in zip(axes[0], models, strict=True):
         rows = table[table["model"] == model].set_index("stage")[parts] / 2**20
+        rows = rows.rename(columns={"parameters": "weights", "optimizer": "Adam state"})
         rows.plot.bar(stacked=True, ax=axis, legend=False, rot=0)
         axis.set(xlabel="ZeRO stage (0 = DDP)", ylabel="MiB on the busiest device", title=model)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
     return titled(figure, what)
