@@ -96,13 +96,21 @@ def test_chapter_loads_and_shows_its_figures(browser, served, page):
     assert "Measured on" in browser.execute_script("return document.querySelector('article').innerText")
 
 
+NAVIGATION_LINKS = (
+    "return [...document.querySelectorAll('nav.bd-docs-nav a, .bd-sidebar-primary a')].map(a => a.href)"
+)
+
+
 def test_navigation_reaches_every_page(browser, served):
     browser.get(f"{served}/{toc_pages()[0]}")
-    links = browser.execute_script(
-        "return [...document.querySelectorAll('nav.bd-docs-nav a, .bd-sidebar-primary a')].map(a => a.href)"
-    )
-    reached = {link.split("#")[0].removeprefix(f"{served}/") for link in links}
-    missing = [page for page in toc_pages()[1:] if page not in reached]
+    deadline = time.monotonic() + 30  # the theme may finish the sidebar after the load event
+    while True:
+        links = browser.execute_script(NAVIGATION_LINKS)
+        reached = {link.split("#")[0].removeprefix(f"{served}/") for link in links}
+        missing = [page for page in toc_pages()[1:] if page not in reached]
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert not missing, f"not linked from the navigation: {missing}"
 
 

@@ -91,10 +91,10 @@ def test_loss_curves_and_their_held_out_predictions(tmp_path):
     store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 2}, lambda: {"history": ddp_history})
     curves = {c["curve"]: c for c in lossfit.loss_curves([store])}
     # the stale curve and the short one are left out; DDP's epochs join into one curve of steps
-    assert sorted(curves) == ["ConvNet, chapter 3 DDP, 2 rank(s)", "ConvNet, chapter 4 SGD"]
+    assert sorted(curves) == ["ConvNet, chapter 3 DDP, 2 rank(s)", "ConvNet, chapter 4 SGD, seed 0"]
     ddp_curve = curves["ConvNet, chapter 3 DDP, 2 rank(s)"]
     assert ddp_curve["losses"] == [2.3, 2.2, 2.1, 2.0, 1.9, 1.8] and ddp_curve["steps"] == [1, 2, 3, 4, 5, 6]
-    curves = [curves["ConvNet, chapter 4 SGD"]]
+    curves = [curves["ConvNet, chapter 4 SGD, seed 0"]]
     predictions = lossfit.loss_predictions(curves, fit_fraction=0.5, target_at=0.75)
     row = predictions.iloc[0]
     assert row["fitted_points"] == 20 and row["measured_step"] == 30

@@ -272,7 +272,11 @@ def test_alpha_beta_must_come_from_chapter_four(tmp_path):
     store.measure(
         {"kind": "collective_benchmark", "backend": "gloo", "device": "cpu"}, lambda: {"rows": rows}
     )
-    fit = timemodel.all_reduce_alpha_beta(store.records())
+    three = [{**row, "world_size": 3, "seconds": 10 * row["seconds"]} for row in rows]  # the scheduler's
+    store.measure(
+        {"kind": "collective_benchmark", "backend": "gloo", "device": "cpu", "k": 3}, lambda: {"rows": three}
+    )
+    fit = timemodel.all_reduce_alpha_beta(store.records())  # the link is fitted on two ranks only
     assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
 
 

@@ -33,7 +33,7 @@ def test_on_one_gpu_the_plan_leaves_out_what_the_chapters_say_they_leave_out():
     items = study.planned_items("gpu", None, described(1, 80))
     skipped = sorted((item.chapter, item.what) for item in items if item.skipped)
     assert skipped == [
-        ("03_ddp_nccl_vs_gloo", "Lightning"), ("03_ddp_nccl_vs_gloo", "Lightning"),
+        ("03_ddp_nccl_vs_gloo", "Lightning"),  # 4 ranks on one GPU: Lightning runs one rank per GPU
         ("04_collectives", "benchmark, nccl, 2 ranks"), ("04_collectives", "benchmark, nccl, 4 ranks"),
     ]  # fmt: skip
     lightning = [item for item in items if item.request and item.request.module == "helpers.lightning_ddp"]
@@ -56,7 +56,7 @@ def test_a_batch_the_ranks_cannot_split_is_refused_with_the_launcher_s_reason():
     parameters = study.notebook_defaults(study.notebooks_dir() / "03_ddp_nccl_vs_gloo.ipynb")
     items = plan.items_of("03_ddp_nccl_vs_gloo", {**parameters, "world_sizes": [1, 3]}, Machine(0, cores=2))
     reasons = {item.refusal for item in items if item.refusal}
-    assert reasons == {"global_batch_size 20 is not divisible by 3 ranks"}
+    assert reasons == {"global_batch_size 8 is not divisible by 3 ranks"}
 
 
 def test_a_batch_that_does_not_fit_the_card_is_refused_before_it_is_rented():
@@ -80,7 +80,7 @@ def test_the_estimate_is_the_arithmetic_it_says():
     config = {"backend": "gloo", "device": "cpu", "global_batch_size": 20}
     pair = plan.Item("x", "y", "LinearNet", 10, 4, "cpu", Request("helpers.ddp", 2, config))
     per_step = flops * 10 / 30e9 + 1.0 * 48_408_880 / 1e9
-    assert plan.estimate(pair, machine) == pytest.approx(20 + 4 * per_step)
+    assert plan.estimate(pair, machine) == pytest.approx(12 + 4 * per_step)  # 12 s to start the launch
     # a benchmark: all_reduce of 1 MB and 2 MB on 4 ranks, 3 + 2 iterations, at 1 GB/s, capped by its budget
     bench = {"backend": "gloo", "operations": ["all_reduce"], "sizes_bytes": [10**6, 2 * 10**6],
              "chunks": [1],

@@ -27,7 +27,7 @@ import pandas as pd
 from helpers import ddp, lightning_ddp, scaling
 from helpers.collectives.model import BENCHMARK_OPERATIONS, bus_bandwidth_factor
 from helpers.collectives.runs import WORKER as COLLECTIVES
-from helpers.collectives.runs import collective_config
+from helpers.collectives.runs import check_benchmark_world_sizes, collective_config
 from helpers.costmodel.gpus import GPUS, gpu_key, gradient_bytes, roofline_step, training_flops_per_sample
 from helpers.data import SPLIT_SIZES
 from helpers.hardware import Machine
@@ -43,9 +43,10 @@ from helpers.sharding.tasks import STRATEGIES
 # What the estimate assumes (none of it measured on the planned machine; gpu-check's rows measure some).
 ASSUMPTIONS = {
     "launch start-up, s": (
-        20.0,
-        "torchrun, interpreter and torch import, CUDA context and communicator, "
-        "decoded clips read: about 10-15 s measured here on 2 CPU cores, rounded up",
+        12.0,
+        "torchrun, interpreter and torch import, communicator, decoded clips read: 5.3 s for one Gloo rank "
+        "and 5.7-6.5 s for two measured on this 2-core machine (2026-11-24); a CUDA context and NCCL's "
+        "communicator add a few seconds per rank",
     ),
     "chapter start-up, s": (30.0, "papermill's kernel, imports, the decoded data set"),
     "CPU FLOP/s per core": (30e9, "AVX2 float32 at about half its peak"),
@@ -279,31 +280,62 @@ def chapter_three(p: dict, machine: Machine) -> list[Item]:
         "test_samples": p["test_samples"],
         "epochs": p["epochs"],
         "global_batch_size": p["global_batch_size"],
+        "warmup_steps": p["warmup_steps"],  # new: part of every ddp_run record's config
         "gpus": p["gpus"],
     }
     sweeps = ddp.chapter_sweeps(
-        p["models_to_time"], plan, p["bucket_caps_mb"], p["compressions"], p["parity_seeds"]
-    )
-    sweeps["traffic"] = [{"model": "ConvNet", "bucket_cap_mb": 0.25, "ranks": 2}]
+        p["models_to_time"], plan, p["bucket_caps_mb"], p["compressions"], p["parity_seeds"], p["launches"]
+    )  # {section: {"variations": [...], "launches": n}}; "traffic" is gone (3.3 reads launch 0 of these)
     items = []
-    for section, variations in sweeps.items():
-        for variation in variations:
+    for section, sweep in sweeps.items():  # scaling first: its items carry the most repeats, and
+        for variation in sweep["variations"]:  # items_of keeps the first of identical configurations
             settings = {**common, **variation}
             ranks = settings.pop("ranks")
             label = ", ".join(f"{k} {v}" for k, v in variation.items() if k != "model")
-            items.append(_ddp_item(chapter, f"DDP {section}: {settings['model']}, {label}", settings, ranks))
-    size, skipped = (
+            item = _ddp_item(chapter, f"DDP {section}: {settings['model']}, {label}", settings, ranks)
+            item.repeats = sweep["launches"]  # ddp.launch_order lists the same launches one by one
+            items.append(item)
+    size = int(plan["ranks"].max())
+    if size > 1:  # 3.6: chapter 4's α-β fit (timemodel.stored_all_reduce_alpha_beta); before chapter 4 runs,
+        config = collective_config(  # a two-rank all-reduce benchmark of the chapter's backend
+            "benchmark", backend=backend, device=device, operations=["all_reduce"], chunks=[1]
+        )
+        items.append(
+            Item(
+                chapter,
+                f"all-reduce benchmark, {backend} (reused from chapter 4 if it ran)",
+                None,
+                None,
+                0,
+                device,
+                Request(COLLECTIVES, 2, config),
+                fixed_seconds=30,
+            )
+        )
+    lightning_size, skipped = (
         lightning_ddp.planned_ranks(world_sizes, common, machine) if p["lightning"] else (None, [])
     )
     items += [Item(chapter, "Lightning", None, None, 0, device, skipped=reason) for reason in skipped]
-    for model in p["models_to_time"] if size else []:
-        item = _ddp_item(chapter, f"Lightning, {model}, {size} rank(s)", {**common, "model": model}, size)
-        item.request = Request(lightning_ddp.MODULE, size, item.request.config)
+    for model in p["lightning_models"] if lightning_size else []:  # was models_to_time
+        item = _ddp_item(
+            chapter,
+            f"Lightning, {model}, {lightning_size} rank(s)",
+            {**common, "model": model},
+            lightning_size,
+        )
+        item.request = Request(lightning_ddp.MODULE, lightning_size, item.request.config)
+        item.repeats = p["launches"]  # compare() launches by hand and Lightning `launches` times each
         items.append(item)
     single = "cuda" if device == "cuda" else "cpu"
-    items += [
+    items += [  # ddp_results.dataparallel_against_ddp: `launches` timings, each warmup_steps + 5 steps
         Item(
-            chapter, f"DataParallel, {m}, {max(world_sizes)} replicas", m, p["global_batch_size"], 12, single
+            chapter,
+            f"DataParallel, {m}, {size} replicas",
+            m,
+            p["global_batch_size"],
+            p["warmup_steps"] + 5,
+            single,
+            repeats=p["launches"],
         )
         for m in p["models_to_time"]
     ]
@@ -312,6 +344,7 @@ def chapter_three(p: dict, machine: Machine) -> list[Item]:
 
 def chapter_four(p: dict, machine: Machine) -> list[Item]:
     chapter, device = "04_collectives", p["device"]
+    check_benchmark_world_sizes(p["benchmark_world_sizes"])  # the link is fitted on two ranks
     settings = {"device": device, **({"gpus": p["gpus"]} if p["gpus"] is not None else {})}
     sizes = sorted({p["semantics_world_size"], *p["verify_world_sizes"], *p["benchmark_world_sizes"]})
     backend, refused = main_backend(
@@ -369,10 +402,12 @@ def chapter_four(p: dict, machine: Machine) -> list[Item]:
         if not row.runs:  # the chapter lists what its plan cannot run, with the reason
             item.request, item.skipped = None, row.reason
         items.append(item)
-    items += [
-        Item(chapter, f"staleness {tau}", p["stale_model"], p["stale_batch_size"], p["stale_steps"], "cpu")
+    items += [  # each stops at its target loss: stale_steps is an upper bound
+        Item(chapter, f"staleness {tau}, seed {seed}", p["stale_model"], p["stale_batch_size"],
+             p["stale_steps"], "cpu")
+        for seed in p["stale_seeds"]
         for tau in p["stalenesses"]
-    ]
+    ]  # fmt: skip
     return items
 
 
@@ -408,122 +443,55 @@ def chapter_five(p: dict, machine: Machine) -> list[Item]:
 
 
 def chapter_six(p: dict, machine: Machine) -> list[Item]:
-    chapter, device = "06_scaling", p["device"]
+    chapter, device, launches = "06_scaling", p["device"], p["launches"]
     backend, items = main_backend(
         chapter, run_plan(p["backends"], device, p["world_sizes"], p["gpus"], machine), device
     )
     variations = scaling.scaling_variations(p["world_sizes"], p["global_batch_size"], p["per_rank_batch"])
-    for model in p["scaling_models"] if backend else []:
+    for model in p["scaling_models"] if backend else []:  # each launched `launches` times, alternating
         for variation in variations:
             ranks, batch = variation["ranks"], variation["global_batch_size"]
-            config = sharding_config(
-                backend=backend,
-                device=device,
-                gpus=p["gpus"],
-                model=model,
-                strategy="ddp",
-                global_batch_size=batch,
-                steps=p["scaling_steps"],
-                train_samples=p["train_samples"],
-            )
+            config = sharding_config(backend=backend, device=device, gpus=p["gpus"], model=model,
+                                     strategy="ddp", global_batch_size=batch, steps=p["scaling_steps"],
+                                     train_samples=p["train_samples"])  # fmt: skip
             what = f"{variation['scaling']} scaling, {model}, {ranks} rank(s)"
-            items.append(
-                Item(
-                    chapter,
-                    what,
-                    model,
-                    batch // ranks,
-                    p["scaling_steps"],
-                    device,
-                    Request(SHARDING, ranks, config),
-                )
-            )
+            items.append(Item(chapter, what, model, batch // ranks, p["scaling_steps"], device,
+                              Request(SHARDING, ranks, config), repeats=launches))  # fmt: skip
     k = max(p["world_sizes"])
-    items += [
-        Item(
-            chapter,
-            f"accumulation parity, {optimizer}",
-            "LinearNet",
-            p["global_batch_size"] // k,
-            p["scaling_steps"],
-            "cpu",
-            Request(
-                SHARDING,
-                k,
-                sharding_config(
-                    model="LinearNet",
-                    global_batch_size=p["global_batch_size"],
-                    steps=p["scaling_steps"],
-                    train_samples=p["train_samples"],
-                    optimizer=optimizer,
-                ),
-            ),
+    for optimizer in ("sgd", "adam"):  # exact, so one launch each
+        config = sharding_config(
+            model="LinearNet",
+            global_batch_size=p["global_batch_size"],
+            steps=p["scaling_steps"],
+            train_samples=p["train_samples"],
+            optimizer=optimizer,
         )
-        for optimizer in ("sgd", "adam")
-    ]
+        what = f"accumulation parity, {optimizer}"
+        items.append(Item(chapter, what, "LinearNet", p["global_batch_size"] // k, p["scaling_steps"], "cpu",
+                          Request(SHARDING, k, config)))  # fmt: skip
     single = "cuda" if device == "cuda" else "cpu"
-    items += [
-        Item(
-            chapter,
-            f"accumulation, {m}, {n} micro-batches",
-            m,
-            p["global_batch_size"],
-            p["scaling_steps"],
-            single,
-        )
-        for m in p["scaling_models"]
-        for n in p["world_sizes"]
-    ]
-    runs = len(p["learning_rate_rules"]) * len(p["critical_seeds"])
-    items += [
-        Item(
-            chapter,
-            f"steps to loss {p['target_loss']}, batch {b}, {runs} runs",
-            p["critical_model"],
-            b,
-            p["max_steps"],
-            "cpu",
-            repeats=runs,
-        )
-        for b in p["critical_batch_sizes"]
-    ]
-    checkpoints = max(p["noise_checkpoints"])
-    items.append(
-        Item(
-            chapter,
-            "noise scale",
-            p["critical_model"],
-            min(p["critical_batch_sizes"]),
-            checkpoints + p["noise_samples"] * len(p["noise_checkpoints"]),
-            "cpu",
-        )
-    )
+    items += [Item(chapter, f"accumulation, {m}, {n} micro-batches", m, p["global_batch_size"],
+                   p["scaling_steps"], single, repeats=launches)
+              for m in p["scaling_models"] for n in sorted({1, *p["world_sizes"]})]  # fmt: skip
+    seeds, rules = len(p["critical_seeds"]), len(p["learning_rate_rules"])
+    smallest = min(p["critical_batch_sizes"])
+    for batch in p["critical_batch_sizes"]:  # the smallest batch has one learning rate: one run per seed
+        runs = seeds if batch == smallest else seeds * rules
+        items.append(Item(chapter, f"steps to loss {p['target_loss']}, batch {batch}, {runs} runs",
+                          p["critical_model"], batch, p["max_steps"], "cpu", repeats=runs))  # fmt: skip
+    steps = max(p["noise_checkpoints"]) + p["noise_samples"] * len(p["noise_checkpoints"])
+    items.append(Item(chapter, "noise scale", p["critical_model"], p["noise_batch"], steps, "cpu"))
     where = placement(p["backends"], device, p["sharding_world_size"], p["gpus"], machine)
     ranks = p["sharding_world_size"]
     for model in p["sharding_models"]:
         for stage in p["zero_stages"]:
             strategy = next(name for name, value in STRATEGIES.items() if value == stage)
-            config = sharding_config(
-                **where["settings"],
-                model=model,
-                strategy=strategy,
-                global_batch_size=p["global_batch_size"],
-                steps=p["scaling_steps"],
-                train_samples=p["train_samples"],
-                gpus=p["gpus"],
-            )
-            items.append(
-                Item(
-                    chapter,
-                    f"sharded, {model}, {strategy}, {ranks} ranks",
-                    model,
-                    p["global_batch_size"] // ranks,
-                    p["scaling_steps"],
-                    config["device"],
-                    Request(SHARDING, ranks, config),
-                    stage=stage,
-                )
-            )
+            config = sharding_config(**where["settings"], model=model, strategy=strategy,
+                                     global_batch_size=p["global_batch_size"], steps=p["scaling_steps"],
+                                     train_samples=p["train_samples"], gpus=p["gpus"])  # fmt: skip
+            items.append(Item(chapter, f"sharded, {model}, {strategy}, {ranks} ranks", model,
+                              p["global_batch_size"] // ranks, p["scaling_steps"], config["device"],
+                              Request(SHARDING, ranks, config), stage=stage, repeats=launches))  # fmt: skip
     return items
 
 

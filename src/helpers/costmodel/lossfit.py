@@ -134,7 +134,8 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
                 losses = [loss for row in result["history"] for loss in row.get("step_losses", [])]
                 chapter = f"chapter 3 DDP, {config['world_size']} rank(s)"
             elif kind == "stale_training" and config.get("staleness") == 0:
-                losses, chapter = [row["batch_loss"] for row in result["history"]], "chapter 4 SGD"
+                losses = [row["batch_loss"] for row in result["history"]]
+                chapter = f"chapter 4 SGD, seed {config.get('seed', 0)}"
             else:
                 continue
             if len(losses) < min_points:

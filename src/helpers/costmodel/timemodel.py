@@ -14,7 +14,7 @@ import torch
 from scipy.optimize import nnls
 
 from helpers.collectives.model import fit_alpha_beta, ring_all_reduce_seconds
-from helpers.collectives.runs import benchmark_frame, stored_benchmark
+from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, benchmark_frame, stored_benchmark
 from helpers.dataparallel import (
     bytes_per_step,
     chunk_sizes,
@@ -409,8 +409,9 @@ def predict_step_seconds(method: str, model: str, global_batch: int, world_size:
 
 
 def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
-    """α and β of ``dist.all_reduce`` from chapter 4's ``collective_benchmark`` records (all sizes, all
-    world sizes of two or more ranks); a clear error when chapter 4 has not measured this backend."""
+    """α and β of ``dist.all_reduce`` from chapter 4's ``collective_benchmark`` records: every size on two
+    ranks (``LINK_FIT_WORLD_SIZE``), where the link is fitted — three ranks on two cores measure the
+    scheduler too; a clear error when chapter 4 has not measured this backend on two ranks."""
     frames = [
         benchmark_frame(record["result"]).assign(
             backend=record["config"]["backend"], device=record["config"]["device"]
@@ -420,11 +421,12 @@ def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: st
     ]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not rows.empty:
-        rows = rows.query("operation == 'all_reduce' and status == 'ok' and world_size > 1")
+        rows = rows.query("operation == 'all_reduce' and status == 'ok'")
+        rows = rows[rows["world_size"] == LINK_FIT_WORLD_SIZE]
         rows = rows.query("backend == @backend and device == @device")
     if len(rows) < 2:
         raise ValueError(
-            f"no all_reduce benchmark of {backend} on {device} with two or more ranks among the records; "
+            f"no all_reduce benchmark of {backend} on {device} on two ranks among the records; "
             "run chapter 4 (helpers.collectives.runs.stored_benchmark) first"
         )
     return fit_alpha_beta(rows.drop(columns=["operation"]))
