@@ -118,3 +118,9 @@ def test_text_tables_keep_their_cells_whole_and_left_aligned():
         "a long cell  1.5",
         "b            20.0",
     ]
+
+
+def test_the_nine_minute_budget_is_flagged_only_where_a_device_command_binds():
+    steps = plan.Item("06_scaling", "a long experiment", None, None, 0, "cpu", seconds=600)
+    assert "over the 9-minute budget" not in plan.describe_plan([steps], Machine(0, cores=2))
+    assert "06_scaling: 10.5 (over the 9-minute budget" in plan.describe_plan([steps], described(1, 80))

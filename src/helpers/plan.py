@@ -573,7 +573,8 @@ def describe_plan(items: list[Item], machine: Machine) -> str:
     """What ``--plan`` prints: every item, refusals with their reasons, minutes per chapter and in all."""
     minutes = chapter_minutes(items)
     refused = [item for item in items if item.refusal]
-    over = [name for name, value in minutes.items() if value > BUDGET_MINUTES["chapter"]]
+    # A GPU rental runs one chapter per 10-minute command; on a CPU machine only the profile's limit binds.
+    over = [name for name, value in minutes.items() if machine.gpus and value > BUDGET_MINUTES["chapter"]]
     planned = [item for item in items if not item.skipped]
     lines = [f"Plan on {machine.describe()}", "", text_table(item_table(planned).drop(columns="refused")), ""]
     lines += ["Refused before starting:" if refused else "Nothing refused."]
@@ -584,7 +585,8 @@ def describe_plan(items: list[Item], machine: Machine) -> str:
         lines += [f"- {item.chapter}: {item.what}: {item.skipped}" for item in skipped]
     lines += ["", "Estimated minutes per chapter:"]
     lines += [
-        f"- {name}: {value:.1f}" + (" (over the 9-minute budget)" if name in over else "")
+        f"- {name}: {value:.1f}"
+        + (" (over the 9-minute budget of one device command)" if name in over else "")
         for name, value in minutes.items()
     ]
     lines += [f"- all: {minutes.sum():.1f}", "", "The estimate assumes:", assumptions_text()]
