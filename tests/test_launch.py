@@ -3,6 +3,7 @@
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -83,6 +84,17 @@ def test_two_nodes_meet_over_loopback(tmp_path):
     results = launch.launch(CONFIG, 2, nodes=2, time_limit_seconds=120, output=tmp_path)
     assert [(r["rank"], r["world_size"]) for r in results] == [(0, 2), (1, 2)]
     assert (tmp_path / "logs-node0").is_dir() and (tmp_path / "logs-node1").is_dir()
+
+
+def test_a_failing_node_ends_the_wait_for_the_others_at_once(tmp_path):
+    """Node 1 fails while node 0 would wait for it until its process group timed out: node 0 is stopped
+    as soon as node 1 has exited, well inside the limit (which, if the wait were node by node, would
+    raise instead)."""
+    waiting = [sys.executable, "-c", "import time; time.sleep(600)"]
+    failing = [sys.executable, "-c", "raise SystemExit(3)"]
+    launch.run_processes([waiting, failing], time_limit_seconds=120, logs=tmp_path)
+    with pytest.raises(launch.LaunchError, match="exceeded its 2 s limit"):
+        launch.run_processes([waiting, waiting], time_limit_seconds=2, logs=tmp_path)
 
 
 def test_impossible_requests_are_refused_before_starting():

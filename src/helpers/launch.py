@@ -287,11 +287,16 @@ def launch(
     return results
 
 
-def run_processes(commands: list[list], time_limit_seconds: float, logs: Path) -> None:
-    """Start every command, wait for all within the limit; on any failure stop every process tree.
+POLL_SECONDS = 0.1  # how often a launch's nodes are checked
 
-    Command n's output goes to ``logs/torchrun-node<n>.log``. Only processes not yet waited for are
-    stopped: a reaped process's PID may already belong to another program.
+
+def run_processes(commands: list[list], time_limit_seconds: float, logs: Path) -> None:
+    """Start every command and wait until all have exited, one has failed, or the limit has passed;
+    then stop every process tree still running.
+
+    A node that fails ends the wait at once: its peers would otherwise sit in a collective until their
+    process group's timeout. Command n's output goes to ``logs/torchrun-node<n>.log``. Only processes not
+    yet waited for are stopped: a reaped process's PID may already belong to another program.
     """
     processes = []
     for node, command in enumerate(commands):
@@ -301,12 +306,13 @@ def run_processes(commands: list[list], time_limit_seconds: float, logs: Path) -
             )
     deadline = time.monotonic() + time_limit_seconds
     try:
-        for process in processes:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        raise LaunchError(
-            f"the launch exceeded its {time_limit_seconds:.0f} s limit and was stopped"
-        ) from None
+        while True:
+            codes = [process.poll() for process in processes]
+            if all(code == 0 for code in codes) or any(code not in (None, 0) for code in codes):
+                return
+            if time.monotonic() > deadline:
+                raise LaunchError(f"the launch exceeded its {time_limit_seconds:.0f} s limit and was stopped")
+            time.sleep(POLL_SECONDS)
     finally:
         for process in processes:
             stop_process_tree(process, grace_seconds=5)
