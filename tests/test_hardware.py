@@ -19,6 +19,22 @@ def test_fingerprint_names_cpu_gpus_and_versions():
     assert len(info["gpus"]) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
 
 
+def test_the_fingerprint_of_a_gpu_machine_names_each_gpu_its_driver_and_links(monkeypatch):
+    """The GPU branch, with two faked GPUs and a faked nvidia-smi: what a record from a GPU machine holds."""
+    properties = {"name": "NVIDIA H100 80GB HBM3", "total_memory": 85_520_809_984, "major": 9, "minor": 0}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), properties))
+    answers = {"--query-gpu=driver_version": "580.82.07\n580.82.07", "topo": "GPU0\tX\tNV18"}
+    monkeypatch.setattr(hardware, "_run", lambda command: answers[command[1]])
+    info = hardware.fingerprint()
+    assert [gpu["index"] for gpu in info["gpus"]] == [0, 1]
+    assert info["gpus"][1] == {"index": 1, "name": "NVIDIA H100 80GB HBM3",
+                               "memory_bytes": 85_520_809_984, "compute_capability": "9.0"}  # fmt: skip
+    assert info["driver"] == "580.82.07" and info["gpu_topology"] == "GPU0\tX\tNV18"
+    assert hardware.describe(info).startswith("2x NVIDIA H100 80GB HBM3 (80 GiB); ")
+
+
 def test_describe_names_gpus_or_their_absence():
     cpu_only = {"usable_cores": 2, "cpu_model": "Xeon", "gpus": []}
     assert hardware.describe(cpu_only) == "2-core Xeon, no GPU"

@@ -15,6 +15,15 @@ def title(figure):
     return figure._suptitle.get_text()
 
 
+def line_values(axis) -> list[list[float]]:
+    """The y values of every line drawn on ``axis`` with data, rounded: what a reader sees plotted."""
+    return [[round(float(y), 6) for y in line.get_ydata()] for line in axis.lines if len(line.get_ydata())]
+
+
+def bar_heights(axis) -> list[float]:
+    return [round(patch.get_height(), 6) for patch in axis.patches if patch.get_height()]
+
+
 def fits_the_column(figure, inches: float = 7.5) -> bool:
     """The figure with everything drawn around it (legends outside the axes too) fits the book's column."""
     figure.canvas.draw()
@@ -34,6 +43,9 @@ def test_sweep_and_precision_titles_name_the_hardware():
     )
     figure = plotting.plot_sweep(steps, HARDWARE)
     assert HARDWARE in title(figure) and "median of 2 timed steps, band min-max" in title(figure)
+    # the medians of each model's repeats at batches 10 and 20: epoch seconds left, samples/s right
+    assert line_values(figure.axes[0])[:2] == [[4.1, 2.05], [9.25, 8.05]]
+    assert line_values(figure.axes[1])[:2] == [[595.0, 1195.0], [295.0, 325.0]]
     memory = pd.DataFrame({"model": ["ConvNet"] * 2, "precision": ["float32", "bf16"],
                            "saved_mib_per_sample": [4.8, 3.1]})  # fmt: skip
     timed = steps.assign(precision=["float32", "bf16"] * 4)
@@ -56,12 +68,16 @@ def test_training_and_profile_figures(fsdd):
     )
     training = plotting.plot_training(history, HARDWARE)
     assert HARDWARE in title(training) and fits_the_column(training)
+    # panels: loss row (ConvNet, LinearNet), then accuracy; each a training and a test line over 2 epochs
+    assert line_values(training.axes[0])[:2] == [[2.3, 2.0], [2.3, 2.1]]
+    assert line_values(training.axes[3])[:2] == [[0.1, 0.3], [0.1, 0.2]]
     phases = pd.DataFrame(
         {"model": ["ConvNet"] * 3, "phase": ["forward", "backward", "optimizer"], "host_seconds": [1, 2, 0.1]}
     ).assign(device_seconds=None)
     phases = pd.concat([phases, phases.assign(model="LinearNet")])
     profile = plotting.plot_profile(phases, HARDWARE)
     assert HARDWARE in title(profile) and fits_the_column(profile)
+    assert [bar_heights(axis) for axis in profile.axes] == [[1, 2, 0.1]] * 2  # host seconds per phase
     waveforms = plotting.plot_waveforms(fsdd)
     assert len(waveforms.axes) == 10 and fits_the_column(waveforms)
     lengths = plotting.plot_lengths(fsdd.to_frame())
@@ -82,12 +98,17 @@ def test_dataparallel_figures_name_the_hardware():
     )
     dataparallel_sweep = plotting.plot_dataparallel_sweep(sweep, HARDWARE)
     assert HARDWARE in title(dataparallel_sweep) and fits_the_column(dataparallel_sweep)
+    plotted = sorted(
+        value for axis in dataparallel_sweep.axes for line in line_values(axis) for value in line
+    )
+    assert {4.0, 7.0, 10.0, 19.0} <= set(plotted)  # every epoch time is drawn
     phases = pd.DataFrame(
         {"model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"], "replicas": [1, 2, 1, 2],
          "phase": ["scatter_inputs", "reduce_gradients"] * 2, "seconds": [0.1, 0.2, 1.0, 1.1]}
     )  # fmt: skip
     breakdown = plotting.plot_phase_breakdown(phases, HARDWARE)
     assert HARDWARE in title(breakdown) and fits_the_column(breakdown)
+    assert sorted(height for axis in breakdown.axes for height in bar_heights(axis)) == [0.1, 0.2, 1.0, 1.1]
     legend = [text.get_text() for text in breakdown.legends[0].get_texts()]
     assert legend == ["scatter inputs", "reduce gradients"]
     fit = {"intercept_seconds": 0.0, "seconds_per_byte": 2e-10, "bytes_per_second": 5e9, "r_squared": 0.99}
@@ -104,7 +125,12 @@ def test_dataparallel_figures_name_the_hardware():
 
 def test_bar_chart_names_the_hardware():
     frame = pd.DataFrame({"model": ["LinearNet"] * 4, "ranks": [1, 1, 2, 2], "seconds": [0.4, 0.5, 1.1, 1.0]})
-    assert HARDWARE in title(plotting.plot_bars(frame, "model", "seconds", "ranks", "DDP", HARDWARE))
+    bars = plotting.plot_bars(frame, "model", "seconds", "ranks", "DDP", HARDWARE)
+    assert HARDWARE in title(bars) and bar_heights(bars.axes[0]) == [0.45, 1.05]  # medians per rank count
+    # each bar's min-max line (caps and stem, NaN-separated) runs from the fastest to the slowest repeat
+    spans = [(min(y for y in line.get_ydata() if y == y), max(y for y in line.get_ydata() if y == y))
+             for line in bars.axes[0].lines]  # fmt: skip
+    assert spans == [(0.4, 0.5), (1.0, 1.1)]
     assert (
         plotting.plot_bars(frame, "ranks", "seconds", "ranks", "DDP", HARDWARE).axes[0].get_legend() is None
     )

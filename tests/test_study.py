@@ -40,7 +40,17 @@ def test_gpu_profile_needs_gpus(monkeypatch):
     with pytest.raises(ValueError, match="2 GPUs asked for, but 0 are visible"):
         study.plan("cpu", gpus=2)
     monkeypatch.setattr(study, "visible_gpus", lambda: 4)
-    assert study.resolve_profile("auto") == "gpu"
+    monkeypatch.setattr(study, "cuda_problem", lambda: None)
+    assert study.resolve_profile("auto") == study.resolve_profile("gpu") == "gpu"
+    planned = {chapter.name: chapter.parameters for chapter in study.plan("gpu", gpus=2)}
+    assert {name for name, parameters in planned.items() if parameters.get("gpus") == 2} == {
+        "02_dataparallel_internals",
+        "03_ddp_nccl_vs_gloo",
+        "04_collectives",
+        "05_cost_model",
+        "06_scaling",
+    }  # every chapter that declares `gpus`; chapter 1 runs on one device
+    assert "gpus" not in planned["01_single_device"]
 
 
 def test_gpus_that_torch_cannot_use_are_refused_not_replaced_by_the_cpu(monkeypatch):

@@ -115,6 +115,18 @@ def test_steps_frame_and_spread_table():
     assert history["model"].tolist() == ["A", "A"]
 
 
+def test_bf16_twice_as_fast_is_faster_and_one_as_fast_is_no_measurable_difference(monkeypatch):
+    seconds = {None: [0.20, 0.21, 0.22], "bf16": [0.10, 0.105, 0.11]}
+    monkeypatch.setattr(train, "stored_step_timing", lambda store, name, train_set, autocast, **settings:
+                        fake_step_record(name, 10, seconds[autocast]))  # fmt: skip
+    found = train.precision_comparison(None, ["LinearNet"], None, 10)["speedups"]["LinearNet"]
+    assert found["speedup"] == pytest.approx(2.0) and found["verdict"] == "faster"
+    assert (found["low"], found["high"]) == pytest.approx((0.20 / 0.11, 0.22 / 0.10))
+    seconds["bf16"] = [0.205, 0.21, 0.215]
+    found = train.precision_comparison(None, ["LinearNet"], None, 10)["speedups"]["LinearNet"]
+    assert found["verdict"] == "no measurable difference"
+
+
 def test_training_keeps_every_step_loss(small):
     run = train.train("LinearNet", *small, epochs=2, batch_size=40, device="cpu", progress=False)
     assert len(run.step_losses) == 2 * 3  # 120 clips in batches of 40, twice
@@ -128,7 +140,9 @@ def test_precision_comparison(small, tmp_path):
     assert set(found["steps"]["precision"]) == {"float32", "bf16"} and len(found["steps"]) == 4
     memory = found["memory"].set_index("precision")["saved_mib_per_sample"]
     assert memory["bf16"] < memory["float32"]
-    assert found["speedups"]["LinearNet"]["verdict"] in stats.VERDICTS
+    # the speed-up is float32's steps over bf16's, from the records just timed
+    float32, bf16 = (found["steps"].query(f"precision == '{p}'")["step_seconds"] for p in ("float32", "bf16"))
+    assert found["speedups"]["LinearNet"] == stats.speedup(float32.tolist(), bf16.tolist())
     table = train.precision_memory_table(found["memory"])
     assert table.loc[("LinearNet", "float32"), "kept for backward per sample (MiB)"] == "0.050"  # 52,440 B
     assert table.loc[("LinearNet", "bf16"), "kept whatever the batch (MiB)"] == "0.193"  # 202,200 B
