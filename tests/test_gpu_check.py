@@ -127,6 +127,42 @@ def test_the_memory_window_holds_chapter_one_s_count_and_says_which():
     )
 
 
+class FakeAllocator:
+    """CUDA's allocator counters for a model run on the CPU: a forward pass holds ``per_sample`` bytes per
+    sample until the next reading starts, and the very first one also allocates a workspace that stays
+    (as cuBLAS and cuDNN do on their first call)."""
+
+    def __init__(self, per_sample: int, workspace: int) -> None:
+        self.per_sample, self.workspace, self.kept, self.held = per_sample, workspace, 0, 0
+
+    def forward(self, inputs: torch.Tensor) -> None:
+        self.kept = self.workspace
+        self.held = self.per_sample * len(inputs)
+
+    def install(self, monkeypatch) -> None:
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: setattr(self, "held", 0))
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: self.kept + self.held)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: self.kept + 2 * self.held)
+
+
+def test_the_memory_slope_is_not_bent_by_a_workspace_allocated_on_the_first_call(monkeypatch):
+    """A 32 MiB workspace allocated by the first forward pass lands in no batch's reading: the warm-up
+    pass pays it, so the growth per sample is what each sample holds, exactly."""
+    fake = FakeAllocator(per_sample=52_528, workspace=32 * 2**20)
+    fake.install(monkeypatch)
+    build = models.build_model
+
+    def counted(name):
+        model = build(name)
+        model.register_forward_pre_hook(lambda module, args: fake.forward(args[0]))
+        return model
+
+    monkeypatch.setattr(models, "build_model", counted)
+    held, peak = gpu_check.held_and_peak_bytes_per_sample("LinearNet", "cpu", batches=(2, 6))
+    assert (held, peak) == (52_528, 2 * 52_528)
+
+
 def test_the_batch_of_every_ddp_check_is_sized_from_its_ranks():
     for ranks in (1, 2, 3, 5, 9):
         settings = gpu_check.ddp_settings("gloo", "cuda", ranks)

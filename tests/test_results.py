@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from helpers import dependencies, results, train
+from helpers.worker import set_tf32
 
 HARDWARE = {"cpu_model": "test CPU", "usable_cores": 2, "gpus": []}
 
@@ -139,3 +140,15 @@ def test_a_record_carries_the_version_of_the_code_that_measured_it(tmp_path):
     assert record["module"] == "helpers.train"
     assert record["code_version"] == dependencies.module_version("helpers.train")
     assert store.records() == [record]
+
+
+def test_a_record_says_whether_float32_ran_on_tf32(store):
+    """A single-process measurement records its process's TF32 setting, as every launched rank does."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        set_tf32(False)  # as helpers.chapter.start sets it
+        assert store.measure({"kind": "demo", "x": 4}, lambda: {"value": 1})["tf32"] is False
+        torch.backends.cudnn.allow_tf32 = True  # PyTorch's own default for cuDNN
+        assert store.measure({"kind": "demo", "x": 5}, lambda: {"value": 1})["tf32"] is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -35,6 +35,7 @@ from helpers.data import CLIP_SAMPLES
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import describe_speedup, speedup
 from helpers.train import (
+    WARMUP_STEPS,
     Timer,
     check_positive,
     make_optimizer,
@@ -285,7 +286,7 @@ def time_dataparallel_steps(
     devices: list[str],
     batch_size: int,
     timed_steps: int = 3,
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     lr: float = 1e-3,
     seed: int = 0,
 ) -> dict:
@@ -535,7 +536,7 @@ def time_torch_dataparallel_steps(
     device_ids: list[int],
     batch_size: int,
     timed_steps: int = 3,
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     lr: float = 1e-3,
     seed: int = 0,
 ) -> dict:

@@ -166,10 +166,13 @@ def held_and_peak_bytes_per_sample(
 
     The first is free of cuDNN's workspace (allocated inside a convolution call and freed before it
     returns) and of backward's buffers; the peak includes both, and the workspace cuDNN picks may grow
-    with the batch, so only the first is compared with arithmetic.
+    with the batch, so only the first is compared with arithmetic. One untimed step runs first: cuBLAS
+    and cuDNN allocate their handles and workspaces (tens of MiB, kept) on the first call, and had they
+    landed inside the first batch's reading, the growth per sample would come out too small, even
+    negative.
     """
     held, peaks = [], []
-    for batch in batches:
+    for batch in (batches[0], *batches):  # the first pass warms up and is not kept
         torch.manual_seed(0)
         model = models.build_model(model_name).to(device)
         optimizer = train.make_optimizer("sgd", model.parameters(), 0.1)
@@ -185,6 +188,7 @@ def held_and_peak_bytes_per_sample(
         torch.cuda.synchronize(device)
         peaks.append(torch.cuda.max_memory_allocated(device) - before)
         del model, optimizer, inputs, targets, loss
+    held, peaks = held[1:], peaks[1:]
     gap = batches[1] - batches[0]
     return (held[1] - held[0]) // gap, (peaks[1] - peaks[0]) // gap
 

@@ -24,6 +24,7 @@ from torch.utils.data import TensorDataset
 from helpers.models import build_model
 from helpers.stats import describe_speedup, speedup, spread
 from helpers.train import (
+    WARMUP_STEPS,
     check_positive,
     make_optimizer,
     milliseconds,
@@ -142,7 +143,7 @@ def profile_training_step(
     device: str = "auto",
     optimizer: str = "adam",
     lr: float = 1e-3,
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     timed_steps: int = 5,
     top: int = 12,
     autocast_dtype: torch.dtype | None = None,
@@ -398,7 +399,7 @@ def time_optimizer_phase(
     batch_size: int,
     implementation: str,
     timed_steps: int = 5,
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     lr: float = 1e-3,
     seed: int = 0,
     device: str = "auto",

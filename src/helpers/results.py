@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from helpers.dependencies import module_version
 from helpers.hardware import fingerprint
@@ -174,6 +175,8 @@ class ResultStore:
             "code_version": self.code_version(module),
             "measured_at": now(),
             "wall_seconds": time.perf_counter() - started,
+            # whether this process let float32 run on TF32 units (launched ranks record their own too)
+            "tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),
         }
         self._write_provenance()
         write_json_atomically(self.path(config, module), record)

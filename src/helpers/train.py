@@ -28,6 +28,12 @@ from helpers.stats import speedup, spread
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
 
+# Warm-up steps before any clock starts. One is not enough on a CPU: the allocator and the thread pool
+# settle over the first few steps (chapter 2's one-replica LinearNet step fell from 0.219 to 0.116 s
+# between its first and later timed steps), so every single-process timing pays three.
+WARMUP_STEPS = 3
+
+
 def pick_device(name: str = "auto") -> torch.device:
     """``"auto"`` is the current CUDA device when there is one, else the CPU; ``"cuda"`` needs a GPU.
 
@@ -184,7 +190,7 @@ def train(
     lr: float = 1e-3,
     seed: int = 0,
     device: str = "auto",
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     progress: bool = True,
 ) -> TrainingRun:
     """Train a fresh, seeded model; after each epoch record train/test loss and accuracy and the epoch time.
@@ -268,7 +274,7 @@ def time_training_steps(
     *,
     batch_size: int,
     timed_steps: int = 5,
-    warmup_steps: int = 1,
+    warmup_steps: int = WARMUP_STEPS,
     optimizer: str = "adam",
     lr: float = 1e-3,
     seed: int = 0,
