@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
+from helpers import ddp
 from helpers.collectives.model import ring_all_reduce_seconds
-from helpers.costmodel import gpus, recommend, tables, timemodel
+from helpers.costmodel import gpus, recommend, tables
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.results import ResultStore
 
@@ -50,7 +51,7 @@ def test_dataparallel_step_by_hand():
 
 def test_ddp_step_hides_the_all_reduce_behind_backward_at_the_scenarios_bandwidth():
     step = recommend.predict_gpu_step("ddp_overlap", "LinearNet", 800, 8, flat(1e-3), LINK)
-    buckets = timemodel.ddp_bucket_bytes("LinearNet", 25)
+    buckets = ddp.ddp_bucket_bytes("LinearNet", 25)
     expected = sum(ring_all_reduce_seconds(b, 8, 1e-5, 1e-10) for b in buckets)
     assert step["communication_seconds"] == pytest.approx(expected)
     assert step["step_seconds"] == pytest.approx(0.1 / 3 + 0.2 / 3 + expected)  # one bucket: nothing hides

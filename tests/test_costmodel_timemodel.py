@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
+from helpers import ddp
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import timemodel
 from helpers.dataparallel import bytes_per_step
@@ -106,24 +107,6 @@ def test_optimizer_seconds_per_parameter_from_single_replica_records():
 # ----- communication and the step-time formulas ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("model", "cap", "buckets"),
-    [
-        # DDP fills buckets in reverse registration order and closes one at the first tensor that takes
-        # it to the cap (0.25 MiB = 262,144 B). ConvNet: fc2 (40 + 4,000) and fc1 (400 + 800,000) =
-        # 804,440; conv3 (40 + 60,000) and conv2 (120 + 600,000) = 660,160; conv1 (200 + 40,000) = 40,200.
-        ("ConvNet", 0.25, [804_440, 660_160, 40_200]),
-        # LinearNet: the last three layers (440 + 4,040 + 400,400 = 404,880), then fc1 (4,000 + 48,000,000)
-        ("LinearNet", 0.25, [404_880, 48_004_000]),
-        ("LinearNet", 25, [48_408_880]),  # one bucket: the 48 MB weight alone passes 25 MiB
-        ("ConvNet", 25, [1_504_800]),
-    ],
-)
-def test_buckets_are_ddp_s_by_hand(model, cap, buckets):
-    assert timemodel.ddp_bucket_bytes(model, cap) == buckets
-    assert timemodel.ddp_bucket_bytes(model, cap, "bf16") == [size / 2 for size in buckets]
-
-
 def test_a_ring_all_reduce_by_hand():
     # LinearNet's 48,408,880 B on 8 GPUs: 2(k−1) = 14 steps of α + (N/k)β = 1e-5 + 6,051,110 × 1e-10
     assert ring_all_reduce_seconds(48_408_880, 8, 1e-5, 1e-10) == pytest.approx(14 * (1e-5 + 6_051_110e-10))
@@ -171,7 +154,7 @@ def test_dataparallel_step_formula():
 
 def test_ddp_step_formulas():
     time_model = synthetic_time_model()
-    buckets = timemodel.ddp_bucket_bytes("ConvNet", 0.25)
+    buckets = ddp.ddp_bucket_bytes("ConvNet", 0.25)
     all_reduce = sum(ring_all_reduce_seconds(b, 2, 1e-3, 1e-9) for b in buckets)
     plain = timemodel.predict_step("ddp_no_overlap", "ConvNet", 50, 2, time_model, bucket_cap_mb=0.25)
     assert plain["threads"] == 1 and plain["per_rank_batch"] == 25

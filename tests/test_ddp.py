@@ -173,3 +173,21 @@ def test_figures_keep_three_significant_digits_written_out(value, text):
 
 def test_a_comparison_of_launches_counts_each_launch_by_its_median():
     assert ddp.median_of_medians([[1, 2, 3], [4, 5, 6], [0.5]]) == 2  # medians 2, 5 and 0.5
+
+
+@pytest.mark.parametrize(
+    ("model", "cap", "buckets"),
+    [
+        # DDP fills buckets in reverse registration order and closes one at the first tensor that takes
+        # it to the cap (0.25 MiB = 262,144 B). ConvNet: fc2 (40 + 4,000) and fc1 (400 + 800,000) =
+        # 804,440; conv3 (40 + 60,000) and conv2 (120 + 600,000) = 660,160; conv1 (200 + 40,000) = 40,200.
+        ("ConvNet", 0.25, [804_440, 660_160, 40_200]),
+        # LinearNet: the last three layers (440 + 4,040 + 400,400 = 404,880), then fc1 (4,000 + 48,000,000)
+        ("LinearNet", 0.25, [404_880, 48_004_000]),
+        ("LinearNet", 25, [48_408_880]),  # one bucket: the 48 MB weight alone passes 25 MiB
+        ("ConvNet", 25, [1_504_800]),
+    ],
+)
+def test_buckets_are_ddp_s_by_hand(model, cap, buckets):
+    assert ddp.ddp_bucket_bytes(model, cap) == buckets
+    assert ddp.ddp_bucket_bytes(model, cap, "bf16") == [size / 2 for size in buckets]

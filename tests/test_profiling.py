@@ -166,17 +166,7 @@ def test_backward_forward_ratio_reads_the_kernels_on_a_gpu(cuda_rows):
     assert profiling.backward_forward_ratio(result, "softmax") == pytest.approx(2.0 / 2.2)
 
 
-def test_convolutions_backward_arithmetic_from_the_layer_shapes():
-    """ConvNet's multiply-adds per sample, forward: 1x200x50x12001 + 50x100x30x3001 + 30x50x10x1001 =
-    120,010,000 + 450,150,000 + 15,015,000 = 585,175,000. Backward: every weight gradient (585,175,000)
-    and the input gradients of layers 2 and 3 (465,165,000), not of layer 1 (its input is the waveform)."""
-    assert profiling.expected_backward_forward_ratio("ConvNet") == pytest.approx(1_050_340_000 / 585_175_000)
-    assert round(profiling.expected_backward_forward_ratio("ConvNet"), 2) == 1.79
-    # LinearNet: 12,000x1,000 + 1,000x100 + 100x10 + 10x10 forward; backward without layer 1's input gradient
-    forward = 12_000_000 + 100_000 + 1_000 + 100
-    assert profiling.expected_backward_forward_ratio("LinearNet", "matmul") == pytest.approx(
-        (forward + forward - 12_000_000) / forward
-    )
+def test_the_backward_sentence_compares_time_with_arithmetic():
     said = profiling.backward_sentence(1.94, 1.79)
     assert said.startswith("the backward convolutions took 1.94× the forward's time for 1.79× its")
     assert "0.92× as fast as the forward ones (slower)" in said

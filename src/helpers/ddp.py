@@ -106,6 +106,37 @@ class TrafficRecorder:
         self._pending.clear()
 
 
+def gradient_sizes_in_backward_order(model: str) -> list[int]:
+    """Bytes of each parameter's gradient, in the order backward produces them (the reverse of the
+    parameters'): the order DDP fills its buckets in."""
+    sizes = [p.numel() * p.element_size() for p in build_model(model).parameters() if p.requires_grad]
+    return sizes[::-1]
+
+
+def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | None = None) -> list[float]:
+    """Bytes of each gradient bucket DDP all-reduces per step, in the order backward fills them.
+
+    DDP (after its first step rebuilds buckets in gradient-ready order, roughly the reverse of the
+    parameter order) adds parameters to a bucket until it holds at least ``bucket_cap_mb`` MiB, then
+    starts the next; a parameter larger than the cap closes its bucket alone. (This is DDP with
+    ``bucket_cap_mb`` given, as the book's workers give it; left at its default, None, DDP also caps its
+    first bucket at 1 MiB.) With ``compression``
+    ("fp16"/"bf16") each 4-byte float travels as 2 bytes. This reproduces chapter 3's recorded bucket
+    counts (LinearNet 1 and 2, ConvNet 1 and 3 buckets at 25 and 0.25 MiB).
+    """
+    cap = bucket_cap_mb * 2**20
+    buckets, current = [], 0
+    for size in gradient_sizes_in_backward_order(model):
+        current += size
+        if current >= cap:
+            buckets.append(current)
+            current = 0
+    if current:
+        buckets.append(current)
+    factor = 0.5 if compression else 1.0
+    return [size * factor for size in buckets]
+
+
 def recording_allreduce_hook(state: TrafficRecorder, bucket):  # DDP rejects string annotations here
     """Record the bucket's bytes and time its all-reduce (average), done by DDP's own hook."""
     buffer = bucket.buffer()

@@ -261,17 +261,6 @@ def backward_forward_ratio(result: dict, operation: str = "convolution") -> floa
     return backward / forward
 
 
-def expected_backward_forward_ratio(model_name: str, kind: str = "conv") -> float:
-    """Multiply-adds of the backward pass of the layers of ``kind`` ("conv" or "matmul") over those of their
-    forward pass, counted from the layers' shapes (``helpers.costmodel.gpus.layer_costs``): a weight
-    gradient for every layer, an input gradient for every layer but the first (its input needs none)."""
-    from helpers.costmodel.gpus import layer_costs
-
-    costs = layer_costs(model_name)
-    rows = costs[costs["kind"] == kind].groupby("phase")["multiply_add_flops_per_sample"].sum()
-    return float(rows["backward"] / rows["forward"])
-
-
 def backward_sentence(measured: float, expected: float) -> str:
     """What a measured backward/forward time ratio says against the ratio of the arithmetic."""
     relative = expected / measured

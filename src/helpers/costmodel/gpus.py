@@ -405,6 +405,16 @@ def gradient_bytes(model_name: str) -> int:
     return _parameters(model_name) * FLOAT_BYTES
 
 
+def expected_backward_forward_ratio(model_name: str, kind: str = "conv") -> float:
+    """Multiply-adds of the backward pass of the layers of ``kind`` ("conv" or "matmul") over those of
+    their forward pass, counted from the layers' shapes (``layer_costs``): a weight gradient for every
+    layer, an input gradient for every layer but the first (its input needs none). Chapter 1 sets the
+    profiler's measured ratio beside it."""
+    costs = layer_costs(model_name)
+    rows = costs[costs["kind"] == kind].groupby("phase")["multiply_add_flops_per_sample"].sum()
+    return float(rows["backward"] / rows["forward"])
+
+
 def training_flops_per_sample(model_name: str) -> int:
     """Forward and backward FLOPs of one sample, every layer (the F of the chapter's rule)."""
     return int(layer_costs(model_name)["flops_per_sample"].sum())

@@ -43,12 +43,12 @@ from helpers.costmodel.gpus import (
 from helpers.costmodel.money import SECONDS_PER_HOUR
 from helpers.costmodel.timemodel import (
     ComputeLine,
-    ddp_bucket_bytes,
     fit_line,
     overlapped_all_reduce_finish,
     split_step,
 )
 from helpers.dataparallel import SAMPLE_BYTES, chunk_sizes
+from helpers.ddp import ddp_bucket_bytes
 from helpers.paths import results_dir
 from helpers.results import read_json, short_hash
 from helpers.stats import spread

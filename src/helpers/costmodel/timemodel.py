@@ -21,6 +21,7 @@ from helpers.dataparallel import (
     stored_copy_calibration,
     stored_dataparallel_timing,
 )
+from helpers.ddp import ddp_bucket_bytes
 from helpers.hardware import usable_cores
 from helpers.models import build_model, parameter_count
 from helpers.results import ResultStore
@@ -190,30 +191,6 @@ def _model_facts(model: str) -> dict:
     module = build_model(model)
     sizes = [p.numel() * p.element_size() for p in module.parameters() if p.requires_grad]
     return {"module": module, "parameters": parameter_count(module), "gradient_sizes": sizes[::-1]}
-
-
-def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | None = None) -> list[float]:
-    """Bytes of each gradient bucket DDP all-reduces per step, in the order backward fills them.
-
-    DDP (after its first step rebuilds buckets in gradient-ready order, roughly the reverse of the
-    parameter order) adds parameters to a bucket until it holds at least ``bucket_cap_mb`` MiB, then
-    starts the next; a parameter larger than the cap closes its bucket alone. (This is DDP with
-    ``bucket_cap_mb`` given, as the book's workers give it; left at its default, None, DDP also caps its
-    first bucket at 1 MiB.) With ``compression``
-    ("fp16"/"bf16") each 4-byte float travels as 2 bytes. This reproduces chapter 3's recorded bucket
-    counts (LinearNet 1 and 2, ConvNet 1 and 3 buckets at 25 and 0.25 MiB).
-    """
-    cap = bucket_cap_mb * MIB
-    buckets, current = [], 0
-    for size in _model_facts(model)["gradient_sizes"]:
-        current += size
-        if current >= cap:
-            buckets.append(current)
-            current = 0
-    if current:
-        buckets.append(current)
-    factor = 0.5 if compression else 1.0
-    return [size * factor for size in buckets]
 
 
 def overlapped_all_reduce_finish(

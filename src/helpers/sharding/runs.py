@@ -22,7 +22,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from helpers.collectives.model import bus_bandwidth_factor
-from helpers.costmodel.timemodel import ddp_bucket_bytes
+from helpers.ddp import ddp_bucket_bytes
 from helpers.launch import check_request, launch
 from helpers.models import build_model
 from helpers.sharding.memory import (
