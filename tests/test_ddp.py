@@ -191,3 +191,9 @@ def test_a_comparison_of_launches_counts_each_launch_by_its_median():
 def test_buckets_are_ddp_s_by_hand(model, cap, buckets):
     assert ddp.ddp_bucket_bytes(model, cap) == buckets
     assert ddp.ddp_bucket_bytes(model, cap, "bf16") == [size / 2 for size in buckets]
+
+
+def test_buckets_of_any_model_from_its_gradient_sizes():
+    """A model given by its gradient sizes in backward order: 300 kB closes the first 0.25 MiB bucket
+    (262,144 B) alone; 100 kB + 200 kB close the second; 50 kB is left for the last."""
+    assert ddp.ddp_bucket_bytes([300_000, 100_000, 200_000, 50_000], 0.25) == [300_000, 300_000, 50_000]

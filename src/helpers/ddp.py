@@ -113,8 +113,12 @@ def gradient_sizes_in_backward_order(model: str) -> list[int]:
     return sizes[::-1]
 
 
-def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | None = None) -> list[float]:
-    """Bytes of each gradient bucket DDP all-reduces per step, in the order backward fills them.
+def ddp_bucket_bytes(
+    model: str | list[int], bucket_cap_mb: float = 25, compression: str | None = None
+) -> list[float]:
+    """Bytes of each gradient bucket DDP all-reduces per step, in the order backward fills them, for one
+    of the book's models by name or for any model given by its gradient sizes in backward order
+    (``gradient_sizes_in_backward_order``; ``helpers.advise`` passes a reader's model so).
 
     DDP (after its first step rebuilds buckets in gradient-ready order, roughly the reverse of the
     parameter order) adds parameters to a bucket until it holds at least ``bucket_cap_mb`` MiB, then
@@ -126,7 +130,8 @@ def ddp_bucket_bytes(model: str, bucket_cap_mb: float = 25, compression: str | N
     """
     cap = bucket_cap_mb * 2**20
     buckets, current = [], 0
-    for size in gradient_sizes_in_backward_order(model):
+    sizes = gradient_sizes_in_backward_order(model) if isinstance(model, str) else model
+    for size in sizes:
         current += size
         if current >= cap:
             buckets.append(current)
