@@ -1,6 +1,7 @@
 """helpers.sharding.memory: each device's bytes under DDP and ZeRO 1–3, exactly."""
 
 import pytest
+from torch import nn
 
 from helpers.models import build_model, parameter_count
 from helpers.sharding import memory
@@ -107,3 +108,20 @@ def test_views_name_their_units():
     fits = memory.fit_view(memory.fit_table(["ConvNet"], {"test GPU": 10**9}, 4))
     assert list(fits.columns) == ["ConvNet, largest batch", "widest LinearNet (first-layer units)"]
     assert all("," in value for value in fits["widest LinearNet (first-layer units)"])  # thousands
+
+
+def test_any_model_as_a_module_and_plain_sgd_by_hand():
+    """A nested model given as a module: Linear(10, 20) (220 parameters) inside a block, Linear(20, 5)
+    (105). Two ranks, plain SGD (no state): stage 0 keeps 325 × 4 = 1,300 B of weights and of gradients;
+    stage 3 shards each along its first dimension: rank 0 gets 10 of 20 rows of the first weight (100), 10
+    of its 20 biases, 3 of 5 rows of the second (60) and 3 of its 5 biases: 173 elements, 692 B."""
+    model = nn.Sequential(nn.Sequential(nn.Linear(10, 20), nn.ReLU()), nn.Linear(20, 5))
+    assert memory.layer_parameters(model) == [220, 105]
+    ddp = memory.per_rank_bytes(model, 0, 2, optimizer="sgd")[0]
+    assert (ddp["parameters"], ddp["gradients"], ddp["optimizer"]) == (1_300, 1_300, 0)
+    sharded = memory.per_rank_bytes(model, 3, 2, optimizer="sgd")[0]
+    assert (sharded["parameters"], sharded["gradients"], sharded["optimizer"]) == (692, 692, 0)
+    # Adam on the same shards: 8 bytes of state per element and a 4-byte step per tensor (4 tensors)
+    assert memory.per_rank_bytes(model, 3, 2)[0]["optimizer"] == 173 * 8 + 4 * 4
+    # 10,000 B free beside stage 0's 2,600 B of SGD state, at 1,000 B a sample: 7 samples
+    assert memory.largest_batch(model, 0, 2, 10_000, per_sample=1_000, optimizer="sgd") == 7

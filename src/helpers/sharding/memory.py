@@ -3,7 +3,7 @@ the three stages of ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward
 Parameter Models", SC 2020), exactly.
 
 Float32 training with Adam keeps per parameter 4 bytes of weight, 4 of gradient and 8 of state (two
-moments), and one 4-byte step counter per parameter tensor. Over k devices:
+moments), and one 4-byte step counter per parameter tensor; plain SGD keeps no state. Over k devices:
 
 - stage 0 (DDP): everything everywhere;
 - stage 1 (``ZeroRedundancyOptimizer``): each device keeps Adam's state for the whole parameter tensors
@@ -19,6 +19,7 @@ import functools
 import math
 
 import pandas as pd
+from torch import nn
 
 from helpers.models import build_model, saved_bytes_per_sample
 
@@ -26,6 +27,12 @@ FLOAT = 4
 STATE_PER_PARAMETER = 2 * FLOAT  # exp_avg and exp_avg_sq
 STEP_BYTES = 4  # Adam's step counter: one float32 scalar per parameter tensor
 STAGES = (0, 1, 2, 3)
+OPTIMIZER_STATE = {"adam": (STATE_PER_PARAMETER, STEP_BYTES), "sgd": (0, 0)}  # per parameter, per tensor
+
+
+def as_module(model: str | nn.Module) -> nn.Module:
+    """One of the book's models by name, or any model given as a module (``helpers.advise``)."""
+    return build_model(model) if isinstance(model, str) else model
 
 
 def check_stage(stage) -> int:
@@ -36,9 +43,9 @@ def check_stage(stage) -> int:
 
 
 @functools.cache
-def parameter_shapes(model_name: str) -> tuple[tuple[int, ...], ...]:
+def parameter_shapes(model: str | nn.Module) -> tuple[tuple[int, ...], ...]:
     """The shape of every trainable parameter tensor, in ``named_parameters`` order."""
-    return tuple(tuple(p.shape) for p in build_model(model_name).parameters() if p.requires_grad)
+    return tuple(tuple(p.shape) for p in as_module(model).parameters() if p.requires_grad)
 
 
 def numel(shape) -> int:
@@ -69,31 +76,35 @@ def zero_partition(sizes: list[int], world_size: int) -> list[list[int]]:
     return owned
 
 
-def per_rank_bytes(model_name: str, stage: int, world_size: int) -> list[dict]:
+def per_rank_bytes(
+    model: str | nn.Module, stage: int, world_size: int, optimizer: str = "adam"
+) -> list[dict]:
     """Each rank's parameter, gradient and optimizer bytes, exactly: weights as held between forward and
     backward (a step's peak: stage 2 holds them whole there; stage 3 only its shards, the one layer it
-    gathers at a time not counted), gradients and Adam's state as held after the update.
+    gathers at a time not counted), gradients and the optimizer's state (Adam's, or none for SGD) as held
+    after the update.
     """
     check_stage(stage)
-    shapes = parameter_shapes(model_name)
+    state, step = OPTIMIZER_STATE[optimizer]
+    shapes = parameter_shapes(model)
     sizes = [numel(shape) for shape in shapes]
     total = sum(sizes)
     rows = []
     for rank in range(world_size):
         if stage == 0:
             parameters = gradients = total
-            optimizer = total * STATE_PER_PARAMETER + len(sizes) * STEP_BYTES
+            optimizer = total * state + len(sizes) * step
             parameters, gradients = parameters * FLOAT, gradients * FLOAT
         elif stage == 1:
             owned = zero_partition(sizes, world_size)[rank]
             parameters = gradients = total * FLOAT
-            optimizer = sum(sizes[i] for i in owned) * STATE_PER_PARAMETER + len(owned) * STEP_BYTES
+            optimizer = sum(sizes[i] for i in owned) * state + len(owned) * step
         else:
             local = [fsdp_shard_numel(shape, world_size)[rank] for shape in shapes]
             sharded = sum(local) * FLOAT
             parameters = total * FLOAT if stage == 2 else sharded
             gradients = sharded
-            optimizer = sum(local) * STATE_PER_PARAMETER + len(shapes) * STEP_BYTES
+            optimizer = sum(local) * state + len(shapes) * step
         rows.append({"rank": rank, "parameters": parameters, "gradients": gradients, "optimizer": optimizer})
     return rows
 
@@ -123,11 +134,12 @@ def device_table(models, world_size: int, batch_per_device: int) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def layer_parameters(model_name: str) -> list[int]:
-    """Parameters of each layer that has any: each is one ``fully_shard`` unit, gathered whole to compute."""
+def layer_parameters(model: str | nn.Module) -> list[int]:
+    """Parameters of each module that holds any itself: each is one ``fully_shard`` unit, gathered whole to
+    compute (the book's models are flat ``Sequential``s of layers)."""
     return [
         sum(p.numel() for p in layer.parameters(recurse=False))
-        for layer in build_model(model_name)
+        for layer in as_module(model).modules()
         if any(True for _ in layer.parameters(recurse=False))
     ]
 
@@ -147,10 +159,20 @@ def stage3_peak(model_name: str, world_size: int, batch_per_device: int) -> dict
             "stage3_peak": counted + gathered, "fraction": (counted + gathered) / ddp}  # fmt: skip
 
 
-def largest_batch(model_name: str, stage: int, world_size: int, memory_bytes: int) -> int:
-    """The largest per-device batch whose activations fit beside the busiest device's state (0: none)."""
-    state = max(sum(list(row.values())[1:]) for row in per_rank_bytes(model_name, stage, world_size))
-    per_sample = saved_bytes_per_sample(build_model(model_name))[0]
+def largest_batch(
+    model: str | nn.Module,
+    stage: int,
+    world_size: int,
+    memory_bytes: int,
+    *,
+    per_sample: int | None = None,
+    optimizer: str = "adam",
+) -> int:
+    """The largest per-device batch whose activations fit beside the busiest device's state (0: none):
+    ``per_sample`` bytes each (by default what autograd saves per FSDD clip, chapter 1)."""
+    busiest = per_rank_bytes(model, stage, world_size, optimizer)
+    state = max(sum(list(row.values())[1:]) for row in busiest)
+    per_sample = per_sample or saved_bytes_per_sample(as_module(model))[0]
     return max(0, (memory_bytes - state) // per_sample)
 
 
