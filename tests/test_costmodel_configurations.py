@@ -4,16 +4,16 @@ from fractions import Fraction
 
 import pytest
 
-from helpers.costmodel import configurations, gpus, money, recommend
+from helpers.costmodel import configurations, money, recommend, specs
 from helpers.costmodel.seed import seed_check
 
 
 def test_the_table_is_consistent_with_the_gpu_link_and_price_tables():
     configurations.validate_tables()
     for config in configurations.CONFIGURATIONS:
-        assert config.gpu in gpus.GPUS and config.price_row["gpu"] == config.gpu
+        assert config.gpu in specs.GPUS and config.price_row["gpu"] == config.gpu
     for row in money.PRICES:
-        assert row["gpu"] in gpus.GPUS  # every price buys a GPU the roofline knows
+        assert row["gpu"] in specs.GPUS  # every price buys a GPU the roofline knows
 
 
 def test_only_pairs_that_are_sold():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from helpers.costmodel import gpus
+from helpers.costmodel import gpus, specs
 from helpers.models import build_model
 
 
@@ -44,8 +44,8 @@ def test_conv_net_by_hand():
     assert gpus.training_flops_per_sample("ConvNet") == 3_275_918_870
 
 
-UNIT = gpus.GPU("unit", fp32_flops=1e12, memory_bandwidth=1e11, memory_bytes=1, source="", date="")
-IDEAL = gpus.Scenario(matmul=1, conv=1, memory=1, op_seconds=0)
+UNIT = specs.GPU("unit", fp32_flops=1e12, memory_bandwidth=1e11, memory_bytes=1, source="", date="")
+IDEAL = specs.Scenario(matmul=1, conv=1, memory=1, op_seconds=0)
 
 
 def test_roofline_arithmetic_on_a_made_up_gpu():
@@ -64,12 +64,12 @@ def test_a_step_of_small_kernels_lasts_as_long_as_the_host_issues_them():
     # 21 layer kernels forward and backward, 4 loss ops, 12 Adam ops (worked out by hand from the layers)
     assert gpus.ops_per_step("LinearNet") == 7 + 14 + 4 + 12 == 37
     assert gpus.ops_per_step("ConvNet") == 12 + 21 + 4 + 12 == 49
-    fast = gpus.GPU("fast", fp32_flops=1e30, memory_bandwidth=1e30, memory_bytes=1, source="", date="")
-    step = gpus.roofline_step("ConvNet", 1, fast, gpus.Scenario(op_seconds=1.0))
+    fast = specs.GPU("fast", fp32_flops=1e30, memory_bandwidth=1e30, memory_bytes=1, source="", date="")
+    step = gpus.roofline_step("ConvNet", 1, fast, specs.Scenario(op_seconds=1.0))
     assert step["step_seconds"] == pytest.approx(49.0) and step["bound_by"] == "host"
     # the host runs ahead of a slow device: the step is the device's work, the ops' time hidden but the first
     slow = gpus.roofline_step(
-        "ConvNet", 100, UNIT, gpus.Scenario(matmul=1, conv=1, memory=1, op_seconds=1e-9)
+        "ConvNet", 100, UNIT, specs.Scenario(matmul=1, conv=1, memory=1, op_seconds=1e-9)
     )
     ideal = gpus.roofline_step("ConvNet", 100, UNIT, IDEAL)
     assert (
@@ -79,7 +79,7 @@ def test_a_step_of_small_kernels_lasts_as_long_as_the_host_issues_them():
 
 
 def test_convolutions_use_the_fp32_peak_because_tf32_is_off():
-    with_tf32 = gpus.GPU("unit", 1e12, 1e11, 1, "", "", tf32_flops=1e15)
+    with_tf32 = specs.GPU("unit", 1e12, 1e11, 1, "", "", tf32_flops=1e15)
     assert gpus.roofline_step("ConvNet", 10, with_tf32, IDEAL) == gpus.roofline_step(
         "ConvNet", 10, UNIT, IDEAL
     )
@@ -101,44 +101,20 @@ def test_convolutions_use_the_fp32_peak_because_tf32_is_off():
 
 def test_the_fixed_cost_every_gpu_repeats():
     # 37 ops at 10 µs, and Adam's 28 B x 12,102,220 parameters at 70 % of 3,350 GB/s
-    h100 = gpus.GPUS["H100 SXM 80 GB"]
+    h100 = specs.GPUS["H100 SXM 80 GB"]
     assert gpus.fixed_step_seconds("LinearNet", h100) == pytest.approx(37e-5 + 338_862_160 / (0.7 * 3350e9))
 
 
 def test_the_band_spans_every_corner_and_names_each_input():
-    found = gpus.scenarios()
-    assert len(found) == 1 + 2 * 5 + 2**5  # central, each input alone at both ends, every corner
+    found = specs.scenarios()
+    assert len(found) == 1 + 2 * 6 + 2**6  # central, each input alone at both ends, every corner
     labels = [label for label, _ in found]
     assert labels[0] == "central" and "per-op host overhead: high" in labels
     corners = [scenario for label, scenario in found if label == "corner"]
-    assert gpus.Scenario(matmul=0.2, conv=0.1, memory=0.5, op_seconds=20e-6, link="low") in corners
-    assert len(gpus.scenarios(gpus.MEASURED_INPUTS)) == 1 + 2 * 3 + 2**3
-    band = gpus.roofline_band("ConvNet", 100, gpus.GPUS["H100 SXM 80 GB"])
+    assert specs.Scenario(matmul=0.2, conv=0.1, memory=0.5, op_seconds=20e-6, link="low") in corners
+    assert len(specs.scenarios(specs.MEASURED_INPUTS)) == 1 + 2 * 3 + 2**3
+    band = gpus.roofline_band("ConvNet", 100, specs.GPUS["H100 SXM 80 GB"])
     assert band["step_seconds_low"] < band["step_seconds"] < band["step_seconds_high"]
-
-
-def test_link_figures_follow_the_spec_and_their_sources():
-    assert gpus.pcie_peak(8e9) == pytest.approx(15.754e9, rel=1e-4)
-    assert gpus.LINKS["PCIe 5.0 x16"].bus_bandwidth == 28e9
-    assert gpus.LINKS["PCIe 3.0 x16, host bridge"].bus_bandwidth == pytest.approx(
-        28e9 / gpus.pcie_peak(32e9) * gpus.pcie_peak(8e9)
-    )
-    assert gpus.LINKS["NVLink 4 (H100 SXM)"].bus("high") == 480e9  # NVLink SHARP
-    for link in gpus.LINKS.values():
-        assert link.bus("low") <= link.bus() <= link.bus("high") <= link.peak_bytes_per_second * 1.1
-    table = gpus.assumptions_table()
-    assert len(table) == 4 + len(gpus.GPUS) + len(gpus.LINKS)
-    assert table["source"].str.len().min() > 10 and table["date"].str.len().min() >= 4
-
-
-def test_gpu_figures_are_the_datasheets():
-    assert (
-        gpus.GPUS["H100 SXM 80 GB"].fp32_flops == 67e12 and gpus.GPUS["H100 PCIe 80 GB"].fp32_flops == 51e12
-    )
-    assert gpus.GPUS["V100 SXM2 16 GB"].fp32_flops == 15.7e12
-    assert gpus.GPUS["GTX 1080 Ti"].fp32_flops == 3584 * 2 * 1582e6
-    for gpu in gpus.GPUS.values():
-        assert "datasheet" in gpu.source  # NVIDIA's, or a statement that there is none
 
 
 def test_a_layer_without_a_formula_is_refused(monkeypatch):
@@ -146,20 +122,6 @@ def test_a_layer_without_a_formula_is_refused(monkeypatch):
     monkeypatch.setattr(gpus, "build_model", lambda name: model)
     with pytest.raises(ValueError, match="no cost formula for layer 1: Tanh"):
         gpus.layer_costs("anything")
-
-
-def test_driver_names_map_to_the_gpu_table():
-    assert gpus.gpu_key("NVIDIA H100 80GB HBM3") == "H100 SXM 80 GB"
-    assert gpus.gpu_key("NVIDIA H100 PCIe") == "H100 PCIe 80 GB"
-    assert gpus.gpu_key("NVIDIA H100 NVL") is None  # another board, not in the table
-    assert gpus.gpu_key("NVIDIA H200") == "H200 SXM 141 GB"
-    assert gpus.gpu_key("NVIDIA A100-SXM4-40GB") == "A100 SXM 40 GB"
-    assert gpus.gpu_key("NVIDIA A100-SXM4-80GB") == "A100 SXM 80 GB"
-    assert gpus.gpu_key("NVIDIA A100 80GB PCIe") == "A100 PCIe 80 GB"
-    assert gpus.gpu_key("NVIDIA L4") == "L4" and gpus.gpu_key("NVIDIA L40S") == "L40S"
-    assert gpus.gpu_key("NVIDIA GeForce GTX 1080 Ti") == "GTX 1080 Ti"
-    assert gpus.gpu_key("Tesla T4") is None
-    assert gpus.gradient_bytes("LinearNet") == 48_408_880
 
 
 def test_convolutions_backward_arithmetic_from_the_layer_shapes():
@@ -173,3 +135,38 @@ def test_convolutions_backward_arithmetic_from_the_layer_shapes():
     assert gpus.expected_backward_forward_ratio("LinearNet", "matmul") == pytest.approx(
         (forward + forward - 12_000_000) / forward
     )
+
+
+def test_the_gradient_is_every_parameter_in_float32():
+    assert gpus.gradient_bytes("LinearNet") == 12_102_220 * 4 == 48_408_880
+
+
+def tiny_costs(**options) -> gpus.ModelCosts:
+    """One matrix product: forward 2,000,000 FLOPs and 100 B per sample, 4,000 B of weights, 1 kernel;
+    backward twice the FLOPs, 200 B per sample, 8,000 B, 2 kernels; 1,000 parameters, plain SGD."""
+    rows = (("0: Linear", "matmul", "forward", 2_000_000, 2_000_000, 100, 4_000, 1),
+            ("0: Linear", "matmul", "backward", 4_000_000, 4_000_000, 200, 8_000, 2))  # fmt: skip
+    return gpus.ModelCosts(rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, **options)
+
+
+def test_a_registered_model_is_priced_by_the_same_roofline_by_hand():
+    name = gpus.register("tiny (test)", tiny_costs())
+    # batch 10 on 1 TFLOP/s and 100 GB/s, every efficiency 1, no host time: forward max(2e7 / 1e12,
+    # 5,000 B / 1e11) = 2e-5 s; backward max(4e7 / 1e12, 10,000 B / 1e11) = 4e-5 s; SGD reads the weight and
+    # the gradient and writes the weight: 12 B × 1,000 / 1e11 = 1.2e-7 s
+    step = gpus.roofline_step(name, 10, UNIT, IDEAL)
+    assert step["forward_seconds"] == pytest.approx(2e-5) and step["backward_seconds"] == pytest.approx(4e-5)
+    assert step["optimizer_seconds"] == pytest.approx(1.2e-7) and step["bound_by"] == "compute"
+    assert gpus.gradient_bytes(name) == 4_000 and gpus.ops_per_step(name) == 3 + 4 + 2  # layers, loss, SGD
+    with pytest.raises(ValueError, match="already registered with other costs"):
+        gpus.register(name, tiny_costs(loss_ops=5))
+    with pytest.raises(ValueError, match="one of the book's models"):
+        gpus.register("ConvNet", tiny_costs())
+
+
+def test_a_bf16_model_runs_its_products_at_the_bf16_peak_where_there_is_one():
+    name = gpus.register("tiny bf16 (test)", tiny_costs(bf16=True))
+    with_bf16 = specs.GPU("unit", 1e12, 1e11, 1, "", "", bf16_flops=1e13)
+    assert gpus.roofline_step(name, 10, with_bf16, IDEAL)["forward_seconds"] == pytest.approx(2e-6)
+    with pytest.raises(ValueError, match="has no bfloat16 tensor cores"):
+        gpus.roofline_step(name, 10, UNIT, IDEAL)

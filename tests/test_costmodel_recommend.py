@@ -9,11 +9,11 @@ import pytest
 
 from helpers import ddp
 from helpers.collectives.model import ring_all_reduce_seconds
-from helpers.costmodel import gpus, recommend, tables
+from helpers.costmodel import gpus, recommend, specs, tables
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.results import ResultStore
 
-LINK = gpus.Link("test link", 1e10, 1e10, 5e9, 2e10, 1e-5, "made up", "", "")
+LINK = specs.Link("test link", 1e10, 1e10, 5e9, 2e10, 1e-5, "made up", "", "")
 
 
 def flat(seconds: float):
@@ -144,7 +144,7 @@ def test_the_two_conditions_on_the_per_gpu_batch():
     # floor: 37 ops at 10 µs plus Adam's 338,862,160 B at 70 % of 3,350 GB/s, over one sample's 48,608,840
     # matrix-product FLOPs at 50 % of 67 TFLOP/s: 5.14504e-4 s / 1.45101e-6 s = 354.6, so 355
     assert central["floor"] == 355
-    h100, link = gpus.GPUS["H100 SXM 80 GB"], gpus.LINKS["NVLink 4 (H100 SXM)"]
+    h100, link = specs.GPUS["H100 SXM 80 GB"], specs.LINKS["NVLink 4 (H100 SXM)"]
     compute = recommend.roofline_compute("LinearNet", h100)
     needed = ring_all_reduce_seconds(48_408_880, 8, link.alpha_seconds, 1 / link.bus_bandwidth)
     hide = int(central["hide"])
@@ -192,7 +192,7 @@ def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatc
         5e-3,
     ]
     errors = gpus.roofline_error(measured)
-    predicted = gpus.roofline_step("ConvNet", 10, gpus.GPUS["H100 SXM 80 GB"])["step_seconds"]
+    predicted = gpus.roofline_step("ConvNet", 10, specs.GPUS["H100 SXM 80 GB"])["step_seconds"]
     assert errors["error_percent"].iloc[0] == pytest.approx((predicted - 1.1e-3) / 1.1e-3 * 100)
     assert errors["within_band"].dtype == bool
     lines = recommend.measured_computes(measured)[("ConvNet", "H100 SXM 80 GB")]

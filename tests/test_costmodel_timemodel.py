@@ -68,6 +68,27 @@ def test_compute_lines_in_physical_units_with_their_uncertainty():
     assert not flat["slope_resolved"] and flat["gflops_high"] == float("inf")
 
 
+def test_compute_lines_carry_their_spread_across_runs():
+    """Three runs per batch: the line goes through each batch's median run (0.2 and 0.4 s: 0.02 s per
+    sample, no fixed cost), and its range is the one across runs, not within one run's steps."""
+    frame = pd.DataFrame(
+        {
+            "model": ["A"] * 6,
+            "threads": [1] * 6,
+            "batch_size": [10, 10, 10, 20, 20, 20],
+            "step_seconds": [0.19, 0.2, 0.3, 0.38, 0.4, 0.41],
+            "step_seconds_all": [[0.19] * 3, [0.2] * 3, [0.3] * 3, [0.38] * 3, [0.4] * 3, [0.41] * 3],
+        }
+    )
+    fit = timemodel.fit_compute(frame, resamples=100).loc[("A", 1)]
+    assert (fit["spread_over"], fit["runs_per_point"], fit["points"]) == ("runs", 3, 2)
+    assert fit["seconds_per_sample"] == pytest.approx(0.02) and fit["intercept_seconds"] == pytest.approx(0)
+    # every step of one run is the same, so only the runs can spread the fit: the 0.3 s run lifts it
+    assert fit["intercept_high"] > 0.05
+    one_run = timemodel.fit_compute(frame.iloc[[1, 4]], resamples=100).loc[("A", 1)]
+    assert one_run["spread_over"] == "timed steps" and one_run["intercept_high"] == pytest.approx(0)
+
+
 def test_stored_compute_calibration_measures_at_the_asked_threads(tmp_path):
     store = ResultStore("calibration", root=tmp_path, hardware={"machine": "test"})
     samples = TensorDataset(torch.randn(8, 1, 12000), torch.randint(0, 10, (8,)))

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from IPython.display import display
 
 from helpers import plotting
-from helpers.costmodel.gpus import GPUS
 from helpers.costmodel.money import exact
+from helpers.costmodel.specs import GPUS
 from helpers.hardware import describe
 from helpers.models import MODELS
 from helpers.provenance import banner
@@ -142,3 +142,12 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
 def rerun_command(chapter: str) -> str:
     """The one command that reruns ``chapter`` on the reader's own machine."""
     return f'make study STUDY_ARGS="--chapters {chapter}"'
+
+
+def glue_all(texts: dict) -> None:
+    """Glue every ``{name: value}`` for the chapter's prose (``{glue:text}`name```), none of it displayed:
+    the sentences a helper built from the chapter's tables (``costmodel.prose``, for example)."""
+    from myst_nb import glue
+
+    for name, value in texts.items():
+        glue(name, value, display=False)

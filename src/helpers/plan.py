@@ -28,7 +28,8 @@ from helpers import ddp, lightning_ddp, scaling
 from helpers.collectives.model import BENCHMARK_OPERATIONS, bus_bandwidth_factor
 from helpers.collectives.runs import WORKER as COLLECTIVES
 from helpers.collectives.runs import check_benchmark_world_sizes, collective_config
-from helpers.costmodel.gpus import GPUS, gpu_key, gradient_bytes, roofline_step, training_flops_per_sample
+from helpers.costmodel.gpus import gradient_bytes, roofline_step, training_flops_per_sample
+from helpers.costmodel.specs import GPUS, gpu_key
 from helpers.data import SPLIT_SIZES
 from helpers.hardware import Machine
 from helpers.launch import Request, run_plan
@@ -39,6 +40,7 @@ from helpers.sharding.memory import per_rank_bytes
 from helpers.sharding.runs import WORKER as SHARDING
 from helpers.sharding.runs import placement, sharding_config
 from helpers.sharding.tasks import STRATEGIES
+from helpers.train import WARMUP_STEPS
 
 # What the estimate assumes (none of it measured on the planned machine; gpu-check's rows measure some).
 ASSUMPTIONS = {
@@ -206,7 +208,7 @@ def chapter_one(p: dict, machine: Machine) -> list[Item]:
         for m in ("LinearNet", "ConvNet")
     ]
     items += [
-        Item(chapter, f"batch sweep, {m}, batch {b}", m, b, p["sweep_timed_steps"] + 1, device)
+        Item(chapter, f"batch sweep, {m}, batch {b}", m, b, p["sweep_timed_steps"] + WARMUP_STEPS, device)
         for m in p["sweep_models"]
         for b in p["sweep_batch_sizes"]
     ]
@@ -216,7 +218,7 @@ def chapter_one(p: dict, machine: Machine) -> list[Item]:
             f"precision, {m}, {dtype}",
             m,
             p["precision_batch_size"],
-            p["sweep_timed_steps"] + 1,
+            p["sweep_timed_steps"] + WARMUP_STEPS,
             device,
             dtype=dtype,
         )
@@ -234,7 +236,12 @@ def chapter_two(p: dict, machine: Machine) -> list[Item]:
     device, chapter = _device(p, machine), "02_dataparallel_internals"
     return [
         Item(
-            chapter, f"DataParallel, {m}, {k} replica(s), batch {b}", m, b, (p["timed_steps"] + 1) * 2, device
+            chapter,
+            f"DataParallel, {m}, {k} replica(s), batch {b}",
+            m,
+            b,
+            (p["timed_steps"] + WARMUP_STEPS) * 2,
+            device,
         )
         for m in p["models_to_time"]
         for k in p["replica_counts"]
@@ -415,9 +422,17 @@ def chapter_five(p: dict, machine: Machine) -> list[Item]:
     chapter, device = "05_cost_model", p["device"]
     backend = run_plan(p["backends"], device, [2], p["gpus"], machine).query("runs")["backend"]
     items = [
-        Item(chapter, f"calibration, {m}, batch {b}", m, b, p["timed_steps"] + 1, device)
+        Item(
+            chapter,
+            f"calibration, {m}, batch {b}, run {r + 1}",
+            m,
+            b,
+            p["timed_steps"] + WARMUP_STEPS,
+            device,
+        )
         for m in p["models_to_model"]
         for b in p["calibration_batch_sizes"]
+        for r in range(p["calibration_repeats"])
     ]
     if backend.empty:
         items.append(

@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import pandas as pd
 
-from helpers.costmodel.gpus import GPUS, LINKS
 from helpers.costmodel.money import PRICES, exact
+from helpers.costmodel.specs import GPUS, LINKS
 
 
 @dataclass(frozen=True)
@@ -118,3 +118,11 @@ def validate_tables() -> None:
             raise ValueError(f"{c.name}: its offer {c.offer!r} is not one price row for {c.gpu}")
         if rows[0]["per"] == "hour" and rows[0]["gpus"] != c.gpus:
             raise ValueError(f"{c.name}: the offer rents {rows[0]['gpus']} GPUs, not {c.gpus}")
+
+
+def gpus_in_use(extra=()) -> list[str]:
+    """The GPUs of the configurations, in table order, and any of ``extra`` (GPUs the study measured, which
+    a roofline is checked against) after them: the only GPUs chapter 5 predicts for."""
+    found = dict.fromkeys(c.gpu for c in CONFIGURATIONS)
+    found.update(dict.fromkeys(gpu for gpu in extra if gpu in GPUS))
+    return list(found)

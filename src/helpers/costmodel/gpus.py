@@ -8,10 +8,9 @@ The host issues one eager PyTorch op after another, each costing a fixed host ti
 it has been issued and the previous kernel has finished, so a step of many small kernels is as long as
 the host's issuing (the per-op floor) and a step of large ones as long as the device's work.
 
-Three inputs are not known for a GPU we have not run on, and each is a range (``Range``): the achieved
-fraction of peak per layer kind, the host time per op and the all-reduce bandwidth a link achieves.
-Every prediction is computed for the corners of those ranges (``scenarios``) and shown as a band; a
-measured single-GPU step replaces the roofline wherever the study has one (``costmodel.recommend``).
+What is not known for a GPU we have not run on is a range (``costmodel.specs``): every prediction is
+computed for the corners of those ranges (``specs.scenarios``) and shown as a band; a measured
+single-GPU step replaces the roofline wherever the study has one (``costmodel.recommend``).
 
 Conventions (stated once, used everywhere):
 
@@ -30,15 +29,15 @@ Conventions (stated once, used everywhere):
 from __future__ import annotations
 
 import functools
-import itertools
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import nn
 
+from helpers.costmodel.specs import CENTRAL, GPU, GPUS, SINGLE_GPU_INPUTS, Scenario, scenarios
 from helpers.data import CLIP_SAMPLES
+from helpers.ddp import gradient_sizes_in_backward_order
 from helpers.models import build_model, parameter_count
 
 FLOAT_BYTES = 4
@@ -46,271 +45,61 @@ INDEX_BYTES = 8  # max-pooling keeps the position of each maximum for backward, 
 ADAM_BYTES_PER_PARAMETER = 7 * FLOAT_BYTES  # read p, g, m, v; write p, m, v
 ADAM_OPS = 12  # multi-tensor Adam: about a dozen list-wide ops per step (an assumption, inside the band)
 LOSS_OPS = 4  # log-softmax and NLL, forward and backward
-READ_ON = "2026-11-24"  # when the sources below were read
+SGD_BYTES_PER_PARAMETER = 3 * FLOAT_BYTES  # plain SGD: read p and g, write p
+SGD_OPS = 2  # foreach SGD: scale the gradients, add them
+LAYER_COLUMNS = ("layer", "kind", "phase", "flops_per_sample", "multiply_add_flops_per_sample",
+                 "bytes_per_sample", "fixed_bytes", "kernels")  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Range:
-    """An input the predictions are unsure of: low, central and high values, with source and date."""
+class ModelCosts:
+    """A model the roofline knows by name other than the book's two: its layers' rows (``LAYER_COLUMNS``,
+    as ``layer_costs`` gives them), its parameters, its gradients' sizes in the order backward produces
+    them, its optimizer's bytes per parameter and ops per step, and whether its products and convolutions
+    run in bfloat16 (``helpers.advise`` counts a reader's model into one)."""
 
-    name: str
-    low: float
-    central: float
-    high: float
-    unit: str
-    source: str
-    date: str
-
-
-COMPUTE_EFFICIENCY = {
-    "matmul": Range(
-        "achieved fraction of FP32 peak, matrix products", 0.2, 0.5, 0.8, "",
-        "assumption: cuBLAS SGEMM reaches 70-90% of FP32 peak on large square products; ours have 10 to "
-        "600 rows, so lower", READ_ON,
-    ),
-    "conv": Range(
-        "achieved fraction of FP32 peak, convolutions", 0.1, 0.3, 0.6, "",
-        "assumption: cuDNN on a Conv1d with 1 input channel and 200 taps, or 30-50 channels, uses the "
-        "units poorly; 0.6 is a good large GEMM", READ_ON,
-    ),
-}  # fmt: skip
-MEMORY_EFFICIENCY = Range(
-    "achieved fraction of peak memory bandwidth", 0.5, 0.7, 0.9, "",
-    "assumption: streaming kernels reach 70-90% of the datasheet's bandwidth, small ones less", READ_ON,
-)  # fmt: skip
-OP_OVERHEAD = Range(
-    "host time per eager PyTorch op", 5e-6, 10e-6, 20e-6, "s",
-    "a bare CUDA launch is 3-5 µs (NVIDIA developer forum; susun-blog.com, RTX 5070 Ti); Python, "
-    "autograd and the ATen dispatcher make it 5-25 µs per op (jiahuanglin.xyz, 'From PyTorch op to "
-    "kernel launch', undated, read 2026-11-24)", READ_ON,
-)  # fmt: skip
+    layers: tuple[tuple, ...]
+    parameters: int
+    gradient_sizes: tuple[int, ...]
+    optimizer_bytes_per_parameter: int = ADAM_BYTES_PER_PARAMETER
+    optimizer_ops: int = ADAM_OPS
+    loss_ops: int = LOSS_OPS
+    bf16: bool = False
 
 
-@dataclass(frozen=True)
-class GPU:
-    """Datasheet figures of one GPU: FP32 peak, memory bandwidth and size, and where they were read."""
-
-    name: str
-    fp32_flops: float  # FP32 (CUDA-core) peak, FLOP/s: what float32 training with TF32 off uses
-    memory_bandwidth: float  # bytes/s
-    memory_bytes: int
-    source: str
-    date: str
-    tf32_flops: float | None = None  # dense TF32 tensor-core peak: PyTorch's default for convolutions
+REGISTERED: dict[str, ModelCosts] = {}
 
 
-GB = 10**9
-H100_SHEET = (
-    "NVIDIA H100 Tensor Core GPU datasheet (SXM and PCIe columns; NVIDIA's table as copied by hpctech.co.jp)"
-)
-A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
-GPUS = {
-    "GTX 1080 Ti": GPU(
-        "GTX 1080 Ti", 3584 * 2 * 1582e6, 484 * GB, 11 * GB,
-        "no datasheet for GeForce cards: NVIDIA's GTX 1080 Ti specifications (3,584 CUDA cores, 1,582 MHz "
-        "boost, 11 GB GDDR5X at 11 Gbps on 352 bits = 484 GB/s), FP32 = 2 x cores x boost clock; as "
-        "reported by vortez.net and tomshardware.com (2017-03-01)", "2017-03-01",
-    ),
-    "V100 SXM2 16 GB": GPU(
-        "V100 SXM2 16 GB", 15.7e12, 900 * GB, 16 * GB,
-        "NVIDIA Tesla V100 datasheet: SXM2 FP32 15.7 TFLOPS, 16 GB HBM2 at 900 GB/s, NVLink 300 GB/s", "2017",
-    ),
-    "A100 SXM 40 GB": GPU(
-        "A100 SXM 40 GB", 19.5e12, 1555 * GB, 40 * GB,
-        f"{A100_SHEET}: FP32 19.5 TFLOPS; 40 GB HBM2 at 1,555 GB/s (the 2020 edition's 40 GB column)",
-        "2020", tf32_flops=156e12,
-    ),
-    "A100 SXM 80 GB": GPU(
-        "A100 SXM 80 GB", 19.5e12, 2039 * GB, 80 * GB,
-        f"{A100_SHEET}: FP32 19.5 TFLOPS; 80 GB HBM2e at 2,039 GB/s; NVLink 600 GB/s", "2021",
-        tf32_flops=156e12,
-    ),
-    "A100 PCIe 80 GB": GPU(
-        "A100 PCIe 80 GB", 19.5e12, 1935 * GB, 80 * GB,
-        f"{A100_SHEET}: FP32 19.5 TFLOPS; 80 GB HBM2e at 1,935 GB/s; PCIe Gen4 64 GB/s", "2021",
-        tf32_flops=156e12,
-    ),
-    "H100 SXM 80 GB": GPU(
-        "H100 SXM 80 GB", 67e12, 3350 * GB, 80 * GB,
-        f"{H100_SHEET}: FP32 67 TFLOPS; 80 GB HBM3 at 3,350 GB/s; NVLink 900 GB/s", "2022",
-        tf32_flops=494.5e12,
-    ),
-    "H100 PCIe 80 GB": GPU(
-        "H100 PCIe 80 GB", 51e12, 2000 * GB, 80 * GB,
-        f"{H100_SHEET}: FP32 51 TFLOPS; 80 GB HBM2e at 2,000 GB/s; PCIe Gen5 128 GB/s", "2022",
-        tf32_flops=378e12,
-    ),
-    "H200 SXM 141 GB": GPU(
-        "H200 SXM 141 GB", 67e12, 4800 * GB, 141 * GB,
-        "NVIDIA H200 Tensor Core GPU datasheet: the H100's GH100 compute (FP32 67 TFLOPS) with 141 GB of "
-        "HBM3e at 4.8 TB/s (announced 2023-11-13; no NVIDIA copy in the searchable index, figures as quoted "
-        "by aiwiki.ai, updated 2026-06-21)", "2023-11-13", tf32_flops=494.5e12,
-    ),
-    "L4": GPU(
-        "L4", 30.3e12, 300 * GB, 24 * GB,
-        "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3 TFLOPS; 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16 "
-        "(figures as listed by fpsbench.com and pcpartdb.com: 30.29 TFLOPS, 300.1 GB/s)", "2023-03-21",
-        tf32_flops=60e12,
-    ),
-    "L40S": GPU(
-        "L40S", 91.6e12, 864 * GB, 48 * GB,
-        "NVIDIA L40S datasheet: FP32 91.6 TFLOPS; 48 GB GDDR6 at 864 GB/s; PCIe Gen4 x16, no NVLink (copy of "
-        "NVIDIA's table at mullet.se and itcreations.com)", "2023-08",
-        tf32_flops=183e12,
-    ),
-}  # fmt: skip
-
-# How drivers name these GPUs (torch.cuda.get_device_properties(i).name): the first rule whose words all
-# appear in the name wins; None for an H100 NVL (a different board) and for GPUs not in the table.
-DRIVER_NAMES = (
-    (("H200",), "H200 SXM 141 GB"), (("H100", "NVL"), None), (("H100", "PCIE"), "H100 PCIe 80 GB"),
-    (("H100",), "H100 SXM 80 GB"), (("A100", "PCIE"), "A100 PCIe 80 GB"),
-    (("A100", "40GB"), "A100 SXM 40 GB"), (("A100",), "A100 SXM 80 GB"), (("V100",), "V100 SXM2 16 GB"),
-    (("L40S",), "L40S"), (("L4",), "L4"), (("1080", "TI"), "GTX 1080 Ti"),
-)  # fmt: skip
+def register(name: str, costs: ModelCosts) -> str:
+    """Let every function of the roofline and of ``recommend`` take ``name`` for a model of these costs;
+    a name already registered with other costs is refused (answers are cached by name)."""
+    if name in REGISTERED and REGISTERED[name] != costs:
+        raise ValueError(f"{name!r} is already registered with other costs: register them under a new name")
+    if name in ("LinearNet", "ConvNet"):
+        raise ValueError(
+            f"{name!r} is one of the book's models: register a reader's model under another name"
+        )
+    REGISTERED[name] = costs
+    return name
 
 
-def gpu_key(driver_name: str) -> str | None:
-    """The ``GPUS`` entry of a GPU as its driver names it ("NVIDIA H100 80GB HBM3" → "H100 SXM 80 GB").
-
-    An A100 PCIe 40 GB is read as the 80 GB card (the same FP32 peak, 20 % less bandwidth)."""
-    words = set(re.split(r"[\s\-_]+", driver_name.upper()))
-    return next((key for tokens, key in DRIVER_NAMES if set(tokens) <= words), None)
-
-
-@dataclass(frozen=True)
-class Link:
-    """How GPUs are joined: the spec's peak per direction, and the all-reduce bus bandwidth achieved on it.
-
-    ``bus_bandwidth`` is the central value of nccl-tests' busbw for a ring all-reduce on such a link
-    (bytes/s), with ``bus_bandwidth_low`` and ``bus_bandwidth_high`` bounding what a rented machine may
-    achieve; ``alpha_seconds`` is the latency of one ring step (a published small-message all-reduce time
-    divided by its 2(k−1) steps).
-    """
-
-    name: str
-    peak_bytes_per_second: float
-    bus_bandwidth: float
-    bus_bandwidth_low: float
-    bus_bandwidth_high: float
-    alpha_seconds: float
-    basis: str
-    source: str
-    date: str
-
-    def bus(self, level: str = "central") -> float:
-        """The all-reduce bus bandwidth at ``level`` ("low", "central" or "high")."""
-        return {"low": self.bus_bandwidth_low, "central": self.bus_bandwidth,
-                "high": self.bus_bandwidth_high}[level]  # fmt: skip
+def _optimizer(model_name: str) -> tuple[int, int, int]:
+    """(bytes per parameter, ops) of the optimizer's pass and the loss's ops: Adam's for the book's models."""
+    costs = REGISTERED.get(model_name)
+    if costs is None:
+        return ADAM_BYTES_PER_PARAMETER, ADAM_OPS, LOSS_OPS
+    return costs.optimizer_bytes_per_parameter, costs.optimizer_ops, costs.loss_ops
 
 
-def pcie_peak(transfers_per_second: float) -> float:
-    """Bytes/s per direction of a x16 PCIe link at ``transfers_per_second`` per lane (128b/130b)."""
-    return transfers_per_second * 16 * 128 / 130 / 8
-
-
-# nccl-tests on 8 RTX 5090s over PCIe 5.0: busbw 28 GB/s (NCCL issue 1639, 2025-03-14), 44% of peak
-PCIE_MEASURED_FRACTION = 28e9 / pcie_peak(32e9)
-PCIE_RANGE = (0.3, 0.8)  # fraction of peak: host bridges and switches below, a clean switch above
-NVLINK_RANGE = (0.6, 0.85)  # fraction of peak: NCCL's protocol overhead is about 20 % (nccl-tests 212)
-PCIE_ALPHA = 42.14e-6 / 14  # 8 B all-reduce on 8 RTX 4090s over PCIe: 42.14 µs (NCCL issue 1530)
-NVLINK_ALPHA = 33.7e-6 / 14  # ring all-reduce latency on 8 A100s, one channel: 33.7 µs (nccl-tests 123)
-
-
-def _pcie(name: str, rate: float, source: str, date: str) -> Link:
-    peak = pcie_peak(rate)
-    return Link(name, peak, PCIE_MEASURED_FRACTION * peak, PCIE_RANGE[0] * peak, PCIE_RANGE[1] * peak,
-                PCIE_ALPHA,
-                f"central: {PCIE_MEASURED_FRACTION:.0%} of peak, the fraction nccl-tests measured "
-                f"on 8 GPUs over PCIe 5.0 (NCCL issue 1639); band {PCIE_RANGE[0]:.0%}-{PCIE_RANGE[1]:.0%} "
-                "of peak (assumption)", source, date)  # fmt: skip
-
-
-LINKS = {
-    "PCIe 3.0 x16, host bridge": _pcie(
-        "PCIe 3.0 x16, host bridge", 8e9,
-        "PCI-SIG PCIe 3.0: 8 GT/s per lane, 128b/130b; the seed's GPUs meet at the host bridge (PHB)", "2010",
-    ),
-    "PCIe 4.0 x16": _pcie("PCIe 4.0 x16", 16e9, "PCI-SIG PCIe 4.0: 16 GT/s per lane, 128b/130b", "2017"),
-    "PCIe 5.0 x16": _pcie(
-        "PCIe 5.0 x16", 32e9,
-        "PCI-SIG PCIe 5.0; github.com/NVIDIA/nccl/issues/1639 (8x RTX 5090: busbw 28 GB/s, 2025-03-14)",
-        "2025-03-14",
-    ),
-    "NVLink 2 (V100 SXM2)": Link(
-        "NVLink 2 (V100 SXM2)", 150e9, 0.67 * 150e9, NVLINK_RANGE[0] * 150e9, NVLINK_RANGE[1] * 150e9,
-        NVLINK_ALPHA,
-        "no published busbw found for 8 V100s: central 67 % of peak, the fraction measured on A100 NVLink; "
-        f"band {NVLINK_RANGE[0]:.0%}-{NVLINK_RANGE[1]:.0%} of peak (assumption); p3's 8 GPUs form a hybrid "
-        "cube-mesh, not a switch",
-        "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s both ways per GPU (150 GB/s each way)", "2017",
-    ),
-    "NVLink 3 (A100 SXM)": Link(
-        "NVLink 3 (A100 SXM)", 300e9, 200e9, NVLINK_RANGE[0] * 300e9, NVLINK_RANGE[1] * 300e9, NVLINK_ALPHA,
-        "measured: nccl-tests all-reduce busbw about 200 GB/s on 8 A100 SXM4 80 GB over NVSwitch; band "
-        f"{NVLINK_RANGE[0]:.0%}-{NVLINK_RANGE[1]:.0%} of peak (assumption)",
-        "github.com/NVIDIA/nccl-tests/issues/149 (2023-06-27); A100 datasheet: NVLink 600 GB/s both ways",
-        "2023-06-27",
-    ),
-    "NVLink 4 (H100 SXM)": Link(
-        "NVLink 4 (H100 SXM)", 450e9, 370e9, NVLINK_RANGE[0] * 450e9, 480e9, NVLINK_ALPHA,
-        "measured: nccl-tests ring all-reduce busbw 370 GB/s on 8 H100 SXM; 480 GB/s with NVLink SHARP (the "
-        f"band's top); band's bottom {NVLINK_RANGE[0]:.0%} of peak (assumption)",
-        "github.com/NVIDIA/nccl-tests/issues/212 (NVIDIA's NCCL lead, 2024-05-06); H100 datasheet: NVLink "
-        "900 GB/s both ways per GPU", "2024-05-06",
-    ),
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One value of every uncertain input: one point of a prediction's band.
-
-    ``link`` is "low", "central" or "high" on each link's busbw range; ``measured`` picks the line through
-    the fastest, median or slowest measured steps where a GPU was measured (``costmodel.recommend``).
-    """
-
-    matmul: float = COMPUTE_EFFICIENCY["matmul"].central
-    conv: float = COMPUTE_EFFICIENCY["conv"].central
-    memory: float = MEMORY_EFFICIENCY.central
-    op_seconds: float = OP_OVERHEAD.central
-    link: str = "central"
-    measured: str = "central"
-
-
-CENTRAL = Scenario()
-# Each uncertain input: the Scenario field it sets, its low and high values, and what measures it.
-GPU_CHECK = "`make gpu-check` (its LinearNet step at batch 8 is nearly all per-op time)"
-SWEEP = "the `gpu` profile's single-GPU sweep (chapter 1, `make study PROFILE=gpu`)"
-INPUTS = {
-    "matrix-product efficiency": ("matmul", COMPUTE_EFFICIENCY["matmul"].low,
-                                  COMPUTE_EFFICIENCY["matmul"].high, SWEEP),
-    "convolution efficiency": ("conv", COMPUTE_EFFICIENCY["conv"].low, COMPUTE_EFFICIENCY["conv"].high,
-                               SWEEP),
-    "memory-bandwidth fraction": ("memory", MEMORY_EFFICIENCY.low, MEMORY_EFFICIENCY.high, SWEEP),
-    "per-op host overhead": ("op_seconds", OP_OVERHEAD.low, OP_OVERHEAD.high, GPU_CHECK),
-    "achieved link bandwidth": ("link", "low", "high",
-                                "chapter 4's all-reduce benchmark on the rented machine "
-                                "(`make study PROFILE=gpu`)"),
-    "spread of the measured steps": ("measured", "low", "high", "more timed steps (the `gpu` profile)"),
-}  # fmt: skip
-ROOFLINE_INPUTS = tuple(name for name in INPUTS if name != "spread of the measured steps")
-MEASURED_INPUTS = ("spread of the measured steps", "per-op host overhead", "achieved link bandwidth")
-
-
-def scenarios(inputs=ROOFLINE_INPUTS) -> list[tuple[str, Scenario]]:
-    """(label, scenario) pairs spanning ``inputs``: the central values, each input alone at its low and
-    high end (labelled "<input>: low/high", for naming what a verdict depends on), and every corner."""
-    found = [("central", CENTRAL)]
-    for name in inputs:
-        field, low, high, _ = INPUTS[name]
-        found += [(f"{name}: low", replace(CENTRAL, **{field: low})),
-                  (f"{name}: high", replace(CENTRAL, **{field: high}))]  # fmt: skip
-    ends = [(INPUTS[name][0], INPUTS[name][1:3]) for name in inputs]
-    for values in itertools.product(*(pair for _, pair in ends)):
-        corner = replace(CENTRAL, **{field: value for (field, _), value in zip(ends, values, strict=True)})
-        found.append(("corner", corner))
-    return found
+def product_flops(gpu: GPU, model_name: str) -> float:
+    """The peak a model's products and convolutions run at on ``gpu``: FP32 (the study keeps TF32 off), or
+    the dense bfloat16 tensor-core peak for a model registered as bf16 (refused on a GPU without one)."""
+    costs = REGISTERED.get(model_name)
+    if costs is None or not costs.bf16:
+        return gpu.fp32_flops
+    if gpu.bf16_flops is None:
+        raise ValueError(f"the {gpu.name} has no bfloat16 tensor cores")
+    return gpu.bf16_flops
 
 
 def layer_shapes(model: nn.Module) -> list[tuple[str, nn.Module, tuple, tuple]]:
@@ -346,6 +135,12 @@ def layer_costs(model_name: str) -> pd.DataFrame:
 
 @functools.cache
 def _layer_costs(model_name: str) -> pd.DataFrame:
+    if model_name in REGISTERED:
+        return pd.DataFrame(list(REGISTERED[model_name].layers), columns=list(LAYER_COLUMNS))
+    return _book_layer_costs(model_name)
+
+
+def _book_layer_costs(model_name: str) -> pd.DataFrame:
     """Per layer and phase: FLOPs and bytes per sample, the batch-independent bytes (weights), kernels.
 
     Columns: ``layer``, ``kind`` ("matmul", "conv" or "elementwise"), ``phase`` ("forward",
@@ -395,14 +190,24 @@ def _layer_costs(model_name: str) -> pd.DataFrame:
 
 
 @functools.cache
-def _parameters(model_name: str) -> int:
+def parameters_of(model_name: str) -> int:
+    """Trainable parameters of one of the book's models or of a registered one."""
+    if model_name in REGISTERED:
+        return REGISTERED[model_name].parameters
     return parameter_count(build_model(model_name))
+
+
+def gradient_sizes(model_name: str) -> list[int]:
+    """Bytes of each parameter's gradient in the order backward produces them: what DDP buckets."""
+    if model_name in REGISTERED:
+        return list(REGISTERED[model_name].gradient_sizes)
+    return gradient_sizes_in_backward_order(model_name)
 
 
 @functools.cache
 def gradient_bytes(model_name: str) -> int:
     """Bytes of the model's float32 gradient: what an all-reduce moves per step."""
-    return _parameters(model_name) * FLOAT_BYTES
+    return sum(gradient_sizes(model_name))
 
 
 def expected_backward_forward_ratio(model_name: str, kind: str = "conv") -> float:
@@ -423,7 +228,8 @@ def training_flops_per_sample(model_name: str) -> int:
 @functools.cache
 def ops_per_step(model_name: str) -> int:
     """Host ops of one training step: every layer's kernels, forward and backward, the loss and Adam."""
-    return int(_layer_costs(model_name)["kernels"].sum()) + LOSS_OPS + ADAM_OPS
+    _, optimizer_ops, loss_ops = _optimizer(model_name)
+    return int(_layer_costs(model_name)["kernels"].sum()) + loss_ops + optimizer_ops
 
 
 @functools.cache
@@ -440,19 +246,22 @@ def _issue_order(model_name: str) -> tuple:
 
 def _step_work(model_name: str, batch: int, gpu: GPU, scenario: Scenario, optimizer: bool) -> list[tuple]:
     """The step's work in issue order: (phase, device seconds, ops, what bounds the device time)."""
+    peak = {"matmul": product_flops(gpu, model_name), "conv": product_flops(gpu, model_name),
+            "elementwise": gpu.fp32_flops}  # fmt: skip
     efficiency = {"matmul": scenario.matmul, "conv": scenario.conv, "elementwise": 1.0}
     bandwidth = gpu.memory_bandwidth * scenario.memory
 
     def item(row) -> tuple:
         phase, kind, flops, sample_bytes, fixed_bytes, kernels = row
-        compute = flops * batch / (gpu.fp32_flops * efficiency[kind])
+        compute = flops * batch / (peak[kind] * efficiency[kind])
         memory = (sample_bytes * batch + fixed_bytes) / bandwidth
         return (phase, max(compute, memory), kernels, "compute" if compute >= memory else "memory")
 
     forward, backward = _issue_order(model_name)
-    loss = [("forward", 0.0, LOSS_OPS // 2, "memory"), ("backward", 0.0, LOSS_OPS - LOSS_OPS // 2, "memory")]
-    adam = ADAM_BYTES_PER_PARAMETER * _parameters(model_name) / bandwidth
-    tail = [("optimizer", adam, ADAM_OPS, "memory")] if optimizer else []
+    optimizer_bytes, optimizer_ops, loss_ops = _optimizer(model_name)
+    loss = [("forward", 0.0, loss_ops // 2, "memory"), ("backward", 0.0, loss_ops - loss_ops // 2, "memory")]
+    update = optimizer_bytes * parameters_of(model_name) / bandwidth
+    tail = [("optimizer", update, optimizer_ops, "memory")] if optimizer else []
     return [item(row) for row in forward] + loss + [item(row) for row in backward] + tail
 
 
@@ -502,20 +311,24 @@ def _roofline_step(model_name: str, batch: int, gpu: GPU, scenario: Scenario, op
 def arithmetic_seconds(model_name: str, batch: int, gpu: GPU, scenario: Scenario = CENTRAL) -> float:
     """Seconds of the step's convolutions and matrix products alone at the scenario's efficiencies: the
     part of a step that grows with the batch and that more GPUs divide."""
-    rate = {"matmul": gpu.fp32_flops * scenario.matmul, "conv": gpu.fp32_flops * scenario.conv}
+    peak = product_flops(gpu, model_name)
+    rate = {"matmul": peak * scenario.matmul, "conv": peak * scenario.conv}
     forward, backward = _issue_order(model_name)
     return sum(row[2] * batch / rate[row[1]] for row in forward + backward if row[1] in rate)
 
 
 def fixed_step_seconds(model_name: str, gpu: GPU, scenario: Scenario = CENTRAL) -> float:
     """What every GPU repeats each step whatever its batch: the host's ops and the optimizer's pass."""
-    adam = ADAM_BYTES_PER_PARAMETER * _parameters(model_name) / (gpu.memory_bandwidth * scenario.memory)
-    return ops_per_step(model_name) * scenario.op_seconds + adam
+    update = _optimizer(model_name)[0] * parameters_of(model_name) / (gpu.memory_bandwidth * scenario.memory)
+    return ops_per_step(model_name) * scenario.op_seconds + update
 
 
 def roofline_band(model_name: str, batch: int, gpu: GPU) -> dict:
     """The roofline's step at the central values and its lowest and highest over every scenario."""
-    steps = [roofline_step(model_name, batch, gpu, scenario)["step_seconds"] for _, scenario in scenarios()]
+    steps = [
+        roofline_step(model_name, batch, gpu, scenario)["step_seconds"]
+        for _, scenario in scenarios(SINGLE_GPU_INPUTS)
+    ]
     central = roofline_step(model_name, batch, gpu)
     return {**central, "step_seconds_low": min(steps), "step_seconds_high": max(steps)}
 
@@ -543,27 +356,3 @@ def roofline_error(measured: pd.DataFrame) -> pd.DataFrame:
     frame["error_percent"] = (frame["roofline_seconds"] - frame["step_seconds"]) / frame["step_seconds"] * 100
     frame["within_band"] = frame["step_seconds"].between(frame["roofline_low"], frame["roofline_high"])
     return frame
-
-
-def assumptions_table() -> pd.DataFrame:
-    """Every figure the GPU predictions rest on, with its source and date: the uncertain inputs with
-    their ranges, each GPU's datasheet peaks and each link's bandwidths and latency."""
-    rows = [
-        {"input": r.name, "low": r.low, "central": r.central, "high": r.high, "unit": r.unit,
-         "source": r.source, "date": r.date}
-        for r in (*COMPUTE_EFFICIENCY.values(), MEMORY_EFFICIENCY, OP_OVERHEAD)
-    ]  # fmt: skip
-    for gpu in GPUS.values():
-        rows.append({"input": f"{gpu.name}: FP32 peak (TFLOP/s); memory (GB/s)", "low": None,
-                     "central": f"{gpu.fp32_flops / 1e12:.1f}; {gpu.memory_bandwidth / 1e9:,.0f}",
-                     "high": None,
-                     "unit": "", "source": gpu.source, "date": gpu.date})  # fmt: skip
-    for link in LINKS.values():
-        peak = link.peak_bytes_per_second / 1e9
-        rows.append({"input": f"{link.name}: all-reduce busbw (GB/s); peak {peak:.1f} "
-                              f"GB/s, α {link.alpha_seconds * 1e6:.1f} µs",
-                     "low": round(link.bus_bandwidth_low / 1e9, 1),
-                     "central": round(link.bus_bandwidth / 1e9, 1),
-                     "high": round(link.bus_bandwidth_high / 1e9, 1), "unit": "GB/s",
-                     "source": f"{link.basis}. {link.source}", "date": link.date})  # fmt: skip
-    return pd.DataFrame(rows)

@@ -1,6 +1,6 @@
 """What renting k GPUs would buy (chapter 5): step, epoch and run times, speed-ups and dollars for the
 machines that exist (``costmodel.configurations``), each a band over the inputs the roofline is unsure
-of (``costmodel.gpus.scenarios``), with a verdict only where the whole band agrees; time to a result
+of (``costmodel.specs.scenarios``), with a verdict only where the whole band agrees; time to a result
 with chapter 6's steps-versus-batch; the two conditions on the per-GPU batch; the check against the seed.
 
 PREDICTIONS, labelled so: a GPU's single step comes from the roofline unless the study measured that GPU
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -22,6 +23,15 @@ import pandas as pd
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
+    arithmetic_seconds,
+    fixed_step_seconds,
+    gradient_bytes,
+    gradient_sizes,
+    layer_costs,
+    roofline_step,
+)
+from helpers.costmodel.money import SECONDS_PER_HOUR
+from helpers.costmodel.specs import (
     CENTRAL,
     GPU,
     GPUS,
@@ -32,15 +42,9 @@ from helpers.costmodel.gpus import (
     ROOFLINE_INPUTS,
     Link,
     Scenario,
-    arithmetic_seconds,
-    fixed_step_seconds,
     gpu_key,
-    gradient_bytes,
-    layer_costs,
-    roofline_step,
     scenarios,
 )
-from helpers.costmodel.money import SECONDS_PER_HOUR
 from helpers.costmodel.timemodel import (
     ComputeLine,
     fit_line,
@@ -94,7 +98,7 @@ TIMING_COLUMNS = ["model", "gpu", "batch", "step_seconds", "step_min", "step_max
 def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
     """Single-GPU step times measured on real GPUs, on whichever machine made them: a ``gpu``-profile run's
     sweep (chapter 1's ``step_timing`` records in ``data/results/<run>/``) and every ``make gpu-check``
-    record (``data/results/gpu-check/``, two batches per model). Per model, GPU (``gpus.gpu_key`` of its
+    record (``data/results/gpu-check/``, two batches per model). Per model, GPU (``specs.gpu_key`` of its
     driver name) and batch: the median of the timed steps and its range, and where it came from. Empty
     when neither exists."""
     rows = []
@@ -213,7 +217,7 @@ def predict_gpu_step(
     else:
         largest = max(ddp_shards(global_batch, gpus))
         phases = compute(largest)
-        buckets = ddp_bucket_bytes(model, bucket_cap_mb)
+        buckets = ddp_bucket_bytes(gradient_sizes(model), bucket_cap_mb)
 
         def all_reduce(nbytes: float) -> float:
             return ring_all_reduce_seconds(nbytes, gpus, link.alpha_seconds, beta)
@@ -264,12 +268,13 @@ def scenario_predictions(
             price = config.hourly_price
             one_price = alone.hourly_price if alone else None
             for label, scenario in scenarios(inputs):
-                compute = compute_for(scenario)
+                compute = compute_for(replace(scenario, shard=1.0))  # one GPU, the whole batch
                 for k in (gpu_counts or {}).get(name, (config.gpus,)):
+                    shard = compute if k == 1 else compute_for(scenario.at_shard())
                     for batch in batches:
                         if batch < k or batch > samples:
                             continue
-                        step = predict_gpu_step(method, model, batch, k, compute, link,
+                        step = predict_gpu_step(method, model, batch, k, shard, link,
                                                 op_seconds=scenario.op_seconds,
                                                 bus_bandwidth=link.bus(scenario.link))  # fmt: skip
                         single = sum(compute(batch).values())
@@ -435,13 +440,12 @@ def batch_conditions(model: str, machine: str, largest: int = 1 << 16) -> pd.Dat
     gpu, link, k = GPUS[config.gpu], LINKS[config.link], config.gpus
     rows = []
     for label, scenario in scenarios():
-        compute = roofline_compute(model, gpu, scenario)
+        shard = scenario.at_shard()  # each GPU computes its shard of the global batch
+        compute = roofline_compute(model, gpu, shard)
         needed = ring_all_reduce_seconds(gradient_bytes(model), k, link.alpha_seconds,
                                          1 / link.bus(scenario.link))  # fmt: skip
         hide = _smallest(lambda b, c=compute, n=needed: c(b)["backward"] >= n, largest)
-        floor = math.ceil(
-            fixed_step_seconds(model, gpu, scenario) / arithmetic_seconds(model, 1, gpu, scenario)
-        )
+        floor = math.ceil(fixed_step_seconds(model, gpu, shard) / arithmetic_seconds(model, 1, gpu, shard))
         both = None if hide is None else k * max(hide, floor)
         rows.append({"model": model, "machine": machine, "gpus": k, "scenario": label, "hide": hide,
                      "floor": floor, "global_batch": both})  # fmt: skip

@@ -15,6 +15,7 @@ from scipy.optimize import nnls
 
 from helpers.collectives.model import fit_alpha_beta, ring_all_reduce_seconds
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, benchmark_frame, stored_benchmark
+from helpers.costmodel.gpus import REGISTERED, gradient_sizes, parameters_of, training_flops_per_sample
 from helpers.dataparallel import (
     bytes_per_step,
     chunk_sizes,
@@ -23,7 +24,7 @@ from helpers.dataparallel import (
 )
 from helpers.ddp import ddp_bucket_bytes
 from helpers.hardware import usable_cores
-from helpers.models import build_model, parameter_count
+from helpers.models import build_model
 from helpers.results import ResultStore
 from helpers.train import stored_step_timing
 from helpers.worker import usable_gpus
@@ -65,35 +66,43 @@ def fit_line(batch_sizes, step_seconds) -> tuple[ComputeLine, float]:
 def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.DataFrame:
     """One compute line per model and thread count from single-process step times, in physical units.
 
-    ``frame`` needs columns ``model``, ``threads``, ``batch_size`` and ``step_seconds`` (for example the
-    ``step_timing`` records of chapter 1, ``ResultStore.frame("step_timing")``). Why a line: on these
-    models a step is a fixed cost (the weight passes and the Adam update, heavy for LinearNet) plus a cost
-    per sample (the convolutions of ConvNet); the measured points scatter around it by more than any
-    curvature, so interpolating between them would model the noise. The slope is also given as seconds
-    per GFLOP and as the GFLOP/s it implies (the model's exact FLOPs per sample, ``gpus``).
+    ``frame`` needs columns ``model``, ``threads``, ``batch_size`` and ``step_seconds``, one row per
+    timing run (for example the ``step_timing`` records of chapter 1 and chapter 5's calibration,
+    ``ResultStore.frame("step_timing")``). Why a line: on these models a step is a fixed cost (the weight
+    passes and the Adam update, heavy for LinearNet) plus a cost per sample (the convolutions of ConvNet);
+    the measured points scatter around it by more than any curvature, so interpolating between them would
+    model the noise. The line goes through each batch's median over its runs; the slope is also given as
+    the GFLOP/s it implies (the model's exact FLOPs per sample, ``gpus``).
 
-    With a ``step_seconds_all`` column (every timed step), the fit is repeated ``resamples`` times on
-    timed steps drawn with replacement within each point: the 5-95 % range of the fixed seconds and of
-    the slope. A slope whose range reaches zero is not resolved: the per-sample work hides in the noise of
-    the fixed cost, and its GFLOP/s is only a lower bound. Indexed by (model, threads).
+    Uncertainty: where a batch was timed in two or more independent runs, the fit is repeated
+    ``resamples`` times on runs drawn with replacement at each batch (``spread_over`` "runs"): the 5-95 %
+    range of the fixed seconds and of the slope across runs, which is what another run would see. With one
+    run per batch, timed steps are drawn within each run instead ("timed steps"), which understates it. A
+    slope whose range reaches zero is not resolved: the per-sample work hides in the noise of the fixed
+    cost, and its GFLOP/s is only a lower bound. Indexed by (model, threads).
     """
-    from helpers.costmodel.gpus import training_flops_per_sample
-
     missing = {"model", "threads", "batch_size", "step_seconds"} - set(frame.columns)
     if missing:
         raise ValueError(f"frame lacks column(s) {sorted(missing)}")
     generator = np.random.default_rng(seed)
     rows = []
     for (model, threads), group in frame.groupby(["model", "threads"]):
-        line, mape = fit_line(group["batch_size"], group["step_seconds"])
+        runs = group.groupby("batch_size")["step_seconds"].apply(list)
+        line, mape = fit_line(runs.index, [float(np.median(values)) for values in runs])
         intercepts, slopes = [line.intercept_seconds], [line.seconds_per_sample]
-        if "step_seconds_all" in group:
+        across_runs = bool(runs.map(len).min() >= 2)
+        steps = (
+            group.groupby("batch_size")["step_seconds_all"].apply(list)
+            if "step_seconds_all" in group
+            else None
+        )
+        if across_runs or steps is not None:
             for _ in range(resamples):
-                medians = [
-                    float(np.median(generator.choice(steps, len(steps))))
-                    for steps in group["step_seconds_all"]
-                ]
-                again, _ = fit_line(group["batch_size"], medians)
+                if across_runs:
+                    medians = [float(np.median(generator.choice(values, len(values)))) for values in runs]
+                else:
+                    medians = [float(np.median(generator.choice(timed[0], len(timed[0])))) for timed in steps]
+                again, _ = fit_line(runs.index, medians)
                 intercepts.append(again.intercept_seconds)
                 slopes.append(again.seconds_per_sample)
         try:
@@ -117,7 +126,9 @@ def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.
                 "gflops_low": flops / slope_high / 1e9 if slope_high > 0 else np.inf,
                 "gflops_high": flops / slope_low / 1e9 if slope_low > 0 else np.inf,
                 "slope_resolved": bool(slope_low > 0),
-                "points": len(group),
+                "points": len(runs),
+                "runs_per_point": int(runs.map(len).min()),
+                "spread_over": "runs" if across_runs else "timed steps",
                 "fit_mape_percent": mape,
             }
         )
@@ -187,10 +198,10 @@ def fit_optimizer_seconds_per_parameter(records: list[dict]) -> dict[int, float]
 
 @cache
 def _model_facts(model: str) -> dict:
-    """Parameters, gradient bytes and the gradient bytes of each parameter in backward order."""
-    module = build_model(model)
-    sizes = [p.numel() * p.element_size() for p in module.parameters() if p.requires_grad]
-    return {"module": module, "parameters": parameter_count(module), "gradient_sizes": sizes[::-1]}
+    """Parameters and gradient sizes in backward order of one of the book's models or of a registered one
+    (``gpus.register``); the module itself for the book's (DataParallel's bytes are counted on it)."""
+    module = build_model(model) if model not in REGISTERED else None
+    return {"module": module, "parameters": parameters_of(model), "gradient_sizes": gradient_sizes(model)}
 
 
 def overlapped_all_reduce_finish(
@@ -327,6 +338,10 @@ def predict_step(
         raise ValueError("global_batch and world_size must be positive")
     facts = _model_facts(model)
     sharing = time_model.ranks_per_device(world_size)
+    if method == "dataparallel" and facts["module"] is None:
+        raise ValueError(
+            f"DataParallel's bytes are counted on the module; {model!r} is registered by its costs"
+        )
     if method == "dataparallel":
         threads = threads or time_model.cores
         optimizer_seconds = time_model.optimizer_seconds(facts["parameters"], threads)
@@ -359,7 +374,7 @@ def predict_step(
                 line.intercept_seconds * together / compute, line.seconds_per_sample * together / compute
             )
             compute = together
-    buckets = ddp_bucket_bytes(model, bucket_cap_mb, compression)
+    buckets = ddp_bucket_bytes(facts["gradient_sizes"], bucket_cap_mb, compression)
 
     def all_reduce(nbytes: float) -> float:
         return ring_all_reduce_seconds(
@@ -503,7 +518,11 @@ def time_model_from_records(
 
 def _compute_rows(name: str, threads: int, fit) -> list[dict]:
     """The inputs table's two rows for one compute line: fixed seconds per step and achieved GFLOP/s."""
-    source = f"single-device steps at {fit.points} batch sizes, fit MAPE {fit.fit_mape_percent:.1f} %"
+    over = f"{fit.runs_per_point} runs per batch" if fit.spread_over == "runs" else "timed steps of one run"
+    source = (
+        f"single-device steps at {fit.points} batch sizes, fit MAPE {fit.fit_mape_percent:.1f} %; range over "
+        f"{over}"
+    )
     if fit.slope_resolved:
         rate = f"{fit.gflops_low:.3g}-{fit.gflops_high:.3g} (5-95 %)"
     elif np.isfinite(fit.gflops_low):
@@ -529,8 +548,12 @@ def calibrate(
     timed_steps: int = 3,
     cores: int | None = None,
     gpus: int | None = None,
+    repeats: int = 1,
 ) -> tuple[TimeModel, pd.DataFrame]:
     """Measure what the time model lacks through the store, then build it (``time_model_from_records``).
+
+    Every single-device step timing is made in ``repeats`` independent runs (seeds 0, 1, …: a fresh
+    model and another draw of batches each), so that the compute lines carry their spread across runs.
 
     On the CPU: single-process step times at every thread count a rank gets (cores // k for each k).
     On CUDA: step times on the first GPU, a copy from GPU 0 to GPU 1 where two or more GPUs may be used
@@ -545,10 +568,11 @@ def calibrate(
         sorted({max(1, cores // k) for k in world_sizes} | {cores}) if device == "cpu" else [cores]
     )
     for threads in thread_counts:
-        stored_compute_calibration(  # chapter 1's settings, so that its sweep's records are reused
-            store, train_set, models, batch_sizes, threads, timed_steps=timed_steps, device=target,
-            optimizer="adam", lr=1e-3, seed=0,
-        )  # fmt: skip
+        for seed in range(repeats):  # seed 0 has chapter 1's settings: its sweep's records are reused
+            stored_compute_calibration(
+                store, train_set, models, batch_sizes, threads, timed_steps=timed_steps, device=target,
+                optimizer="adam", lr=1e-3, seed=seed,
+            )  # fmt: skip
     stored_all_reduce_alpha_beta(store, backend, device)
     stored_copy_calibration(store, device=target)
     if devices > 1:
