@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from helpers.costmodel import money, tables
+from helpers.costmodel import gpus, tables
 
 
 def test_a_banded_figure_reads_central_then_lowest_to_highest():
@@ -16,12 +16,42 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
     assert tables.banded(frame.iloc[:1], "x", scale=1e3).tolist() == ["1.73e+04 (8.95e+03–5.03e+04)"]
 
 
-def test_prices_read_with_human_columns_and_dollars_per_gpu():
+def test_prices_read_in_dollars_and_cents_with_human_columns():
     shown = tables.price_display()
-    assert list(shown.columns) == ["GPU", "GPUs", "dollars", "per", "dollars per GPU", "source", "date"]
-    p5 = shown.loc["AWS p5.48xlarge"]
-    assert (p5["dollars"], p5["dollars per GPU"]) == ("55.04", money.money(money.exact("55.04") / 8)) == (
-        "55.04", "$6.88")  # fmt: skip
+    assert list(shown.columns) == ["GPU", "GPUs", "price ($)", "per", "price per GPU ($)", "source", "date"]
+    assert shown.loc["AWS p5.48xlarge", ["price ($)", "price per GPU ($)"]].tolist() == ["55.04", "6.88"]
+    # AWS's exact 21.957642 an hour, and 21.957642 / 8 = 2.74470525, both to the cent
+    assert shown.loc["AWS p4d.24xlarge", ["price ($)", "price per GPU ($)"]].tolist() == ["21.96", "2.74"]
+    assert shown.loc["A100 80 GB PCIe card, low end of new units", "price ($)"] == "8,000.00"
+
+
+def test_table_one_reads_exactly_and_in_decimals():
+    exact, decimals = tables.table_one_display(exact=True), tables.table_one_display(exact=False)
+    # 2×K80: 87/55 faster for twice the price per hour: Δ = (87/55) / 2 = 87/110 = 0.7909
+    assert exact.loc["2×K80", ["speed-up (×)", "Δ = speed-up / price ratio"]].tolist() == ["87/55", "87/110"]
+    assert decimals.loc["2×K80", ["$ per epoch", "Δ = speed-up / price ratio"]].tolist() == [
+        "0.01375",
+        "0.7909",
+    ]
+
+
+def test_layer_costs_read_with_separators():
+    costs = gpus.layer_costs("LinearNet").assign(model="LinearNet")
+    row = tables.layer_cost_display(costs).loc[("LinearNet", "1: Linear", "forward")]
+    # 12,000 × 1,000 multiply-adds (2 FLOPs each) and 1,000 bias adds; the weights and biases once per step
+    assert row[["FLOPs per sample", "of which multiply-add FLOPs", "bytes per step, any batch"]].tolist() == [
+        "24,001,000", "24,000,000", "48,004,000"]  # fmt: skip
+
+
+def test_assumptions_read_with_host_time_in_microseconds():
+    shown = tables.assumptions_display().loc["host time per eager PyTorch op"]
+    assert shown[["low", "central", "high", "unit"]].tolist() == ["5", "10", "20", "µs"]
+
+
+def test_inputs_read_to_three_digits_and_an_unbounded_rate_said_so():
+    inputs = pd.DataFrame({"input": ["a", "b", "c"], "value": [0.000012345, float("inf"), 123456.7],
+                           "from": ["x", "y", "z"]})  # fmt: skip
+    assert tables.inputs_display(inputs)["value"].tolist() == ["1.23e-05", "unbounded", "123,457"]
 
 
 def test_validation_summary_reads_with_human_columns():

@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 
 from helpers import plotting
-from helpers.costmodel import gpus, recommend, seed
 
 HARDWARE = "2-core Test CPU, no GPU"
 
@@ -182,76 +181,6 @@ def test_collective_figures_name_the_hardware():
     assert HARDWARE in title(figure) and figure.get_figwidth() <= 7.5  # the book's column
     assert [axis.get_xlabel() for axis in figure.axes] == ["bucket cap (MiB)"] * 2
     assert [axis.get_ylabel() for axis in figure.axes] == ["step time (s)", "buckets per step"]
-
-
-def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
-    roofline = gpus.roofline_table(["ConvNet"], ["H100 SXM 80 GB", "GTX 1080 Ti"], [10, 100])
-    measured = pd.DataFrame({"model": ["ConvNet"], "batch": [10], "step_seconds": [0.001]})
-    figure = plotting.plot_roofline(roofline, measured)
-    axis = figure.axes[0]
-    assert "PREDICTIONS" in title(figure)
-    h100 = roofline[roofline["gpu"] == "H100 SXM 80 GB"]
-    line = next(line for line in axis.lines if line.get_label() == "H100 SXM 80 GB")
-    assert list(line.get_ydata()) == list(h100["step_seconds"])
-    band = axis.collections[0].get_paths()[0].vertices[:, 1]  # the shaded band spans lowest to highest
-    assert band.min() == pytest.approx(h100["step_seconds_low"].min())
-    assert band.max() == pytest.approx(h100["step_seconds_high"].max())
-    crosses = next(line for line in axis.lines if line.get_label() == "measured")
-    assert list(crosses.get_ydata()) == [0.001]
-
-
-def test_speedups_and_the_renters_choice_plot_the_bands():
-    frame = recommend.scenario_predictions(
-        ("ConvNet", "LinearNet"), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (100,)
-    )
-    summary = recommend.summarize(frame)
-    figure = plotting.plot_gpu_speedups(summary, "speed-up")
-    assert "PREDICTIONS" in title(figure)
-    convnet = summary.query("model == 'ConvNet' and gpus == 8").iloc[0]
-    points = figure.axes[0].containers[0]  # the errorbar of the first panel (ConvNet)
-    assert points.lines[0].get_xdata()[0] == pytest.approx(convnet["speedup"])
-    bar = points.lines[2][0].get_segments()[0]
-    assert (bar[0][0], bar[1][0]) == pytest.approx((convnet["speedup_low"], convnet["speedup_high"]))
-    choice = plotting.plot_renter_choice(summary, "choice")
-    marker = choice.axes[0].containers[0].lines[0]
-    assert marker.get_xdata()[0] == pytest.approx(convnet["cost_multiplier"])
-    assert marker.get_ydata()[0] == pytest.approx(convnet["speedup"]) and convnet["cost_multiplier"] > 1
-
-
-def test_the_seed_check_and_time_to_result_draw_central_lines_in_bands():
-    check = seed.seed_check(("ConvNet",))
-    figure = plotting.plot_seed_check(check)
-    assert "PREDICTIONS" in title(figure) and "GTX 1080 Ti" in title(figure)
-    four = check[(check["gpus"] == 4) & (check["scenario"] == "central")].sort_values("global_batch")
-    line = next(line for line in figure.axes[0].lines if line.get_label() == "4 GPU(s)")
-    assert list(line.get_ydata()) == pytest.approx(list(four["epoch_seconds"]))
-    bands = pd.DataFrame({"model": "M", "machine": ["a", "a"], "gpus": 1, "global_batch": [10, 100],
-                          "seconds_to_target": [5.0, 2.0], "seconds_to_target_low": [4.0, 1.0],
-                          "seconds_to_target_high": [6.0, 3.0]})  # fmt: skip
-    figure = plotting.plot_time_to_result(bands, "to target")
-    assert list(figure.axes[0].lines[0].get_ydata()) == [5.0, 2.0] and len(figure.axes[0].collections) == 1
-
-
-def test_loss_fits_and_step_time_validation_per_method():
-    curve = {"curve": "c", "unit": "step", "steps": [1, 2, 3, 4], "losses": [2.0, 1.5, 1.3, 1.2]}
-    fits = pd.DataFrame({"fitted_points": [2], "beta0": [1.0], "beta1": [1.0], "beta2": [1.0],
-                         "target_loss": [1.3], "fitted_up_to_step": [2.0],
-                         "out_of_sample": [True]})  # fmt: skip
-    figure = plotting.plot_loss_fits([curve], fits, "fits", HARDWARE)
-    assert "out of sample" in figure.axes[0].get_title() and HARDWARE in title(figure)
-    validated = pd.DataFrame(
-        {
-            "model": ["A", "A"],
-            "method": ["x", "y"],
-            "step_seconds": [1.0, 1.0],
-            "predicted_seconds": [1.2, 0.9],
-            "step_min": [0.9, 0.9],
-            "step_max": [1.1, 1.1],
-        }
-    )
-    figure = plotting.plot_predicted_against_measured(validated, "per method", HARDWARE)
-    assert [axis.get_title() for axis in figure.axes] == ["x", "y"]
-    assert figure.axes[0].containers[0].lines[0].get_ydata()[0] == 1.2
 
 
 def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():

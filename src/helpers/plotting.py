@@ -14,6 +14,7 @@ from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 # Repeated measurements are drawn as their median, with a band or bar from the fastest to the slowest.
 SPREAD = {"estimator": "median", "errorbar": ("pi", 100)}
+COLUMN_INCHES = 7.5  # the book's column: no figure is wider
 
 
 def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
@@ -22,10 +23,40 @@ def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
     axis.set_xticks(xticks)
     axis.xaxis.set_major_formatter(PLAIN)
     axis.xaxis.set_minor_formatter(NullFormatter())
-    axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    low, high = axis.get_ylim()
+    spans_decades = low > 0 and high / low > 300  # 1, 2 and 5 of every decade would crowd the axis
+    axis.yaxis.set_major_locator(LogLocator(subs=(1.0,) if spans_decades else (1.0, 2.0, 5.0)))
     axis.yaxis.set_major_formatter(PLAIN)
     axis.yaxis.set_minor_formatter(NullFormatter())
     axis.tick_params(axis="x", labelrotation=90)
+
+
+def log_ticks(axis) -> None:
+    """Plain numbers at 1, 2 and 5 of every decade on a log axis."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(PLAIN)
+    axis.set_minor_formatter(NullFormatter())
+
+
+def panel_grid(count: int, columns: int = 2, panel_height: float = 3.0, **options):
+    """A figure as wide as the book's column holding ``count`` panels, ``columns`` across (fewer when
+    there are fewer panels): the figure and its panels in reading order, the unused ones hidden."""
+    columns = max(1, min(columns, count))
+    rows = math.ceil(count / columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(COLUMN_INCHES, 1.0 + panel_height * rows), squeeze=False, **options
+    )
+    for axis in axes.flat[count:]:
+        axis.set_visible(False)
+    return figure, list(axes.flat[:count])
+
+
+def legend_below(figure: plt.Figure, handles, labels, title: str | None = None, columns: int = 3) -> None:
+    """One legend under every panel, centred, after the layout: it hides no data and widens nothing."""
+    rows = math.ceil(len(labels) / columns) + (1 if title else 0)
+    figure.subplots_adjust(bottom=figure.subplotpars.bottom + 0.25 * (rows + 1) / figure.get_size_inches()[1])
+    figure.legend(handles, labels, loc="lower center", ncol=columns, frameon=False, fontsize="small",
+                  title=title, title_fontsize="small")  # fmt: skip
 
 
 def setup_style() -> None:
@@ -126,7 +157,7 @@ def plot_precision(steps: pd.DataFrame, memory: pd.DataFrame, hardware: str) -> 
     axes[1].set(ylabel="MiB per sample", title="kept for backward")
     for axis in axes:
         axis.set(yscale="log", xlabel="")
-        _log_ticks(axis.yaxis)
+        log_ticks(axis.yaxis)
         axis.title.set_size(10)
     axes[0].legend(title="precision", frameon=False, fontsize=8)
     return titled(figure, "bf16 autocast against float32 (log scales)", hardware)
@@ -244,9 +275,6 @@ def _bytes_axis(axis: plt.Axes) -> None:
         )
     )
     axis.set_xlabel("message size (bytes)")
-
-
-COLUMN_INCHES = 7.5  # the book's column: no figure is wider
 
 
 def _reference_line(axis: plt.Axes, reference: tuple | None) -> None:
@@ -391,190 +419,6 @@ def plot_stale_training(
         title="staleness",
     )  # fmt: skip
     return titled(figure, what, hardware)
-
-
-def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Predicted against measured step seconds, one panel per method (each judged on its own), colour per
-    model, the measured fastest-slowest steps as horizontal bars, and the line y = x."""
-    methods = list(dict.fromkeys(validated["method"]))
-    figure, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 4), squeeze=False,
-                                sharex=True, sharey=True)  # fmt: skip
-    low = min(validated["step_seconds"].min(), validated["predicted_seconds"].min()) * 0.8
-    high = max(validated["step_seconds"].max(), validated["predicted_seconds"].max()) * 1.25
-    models = list(dict.fromkeys(validated["model"]))
-    for axis, method in zip(axes[0], methods, strict=True):
-        for index, model in enumerate(models):
-            rows = validated[(validated["method"] == method) & (validated["model"] == model)]
-            if "step_min" in rows:
-                errors = [rows["step_seconds"] - rows["step_min"], rows["step_max"] - rows["step_seconds"]]
-            else:
-                errors = None
-            axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, fmt="o", capsize=2,
-                          color=f"C{index}", label=model)  # fmt: skip
-        axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
-        axis.set(xscale="log", yscale="log", title=method, xlabel="measured seconds per step")
-        _log_ticks(axis.xaxis)
-        _log_ticks(axis.yaxis)
-    axes[0][0].set_ylabel("predicted seconds per step")
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return titled(figure, what, hardware)
-
-
-def plot_recommendation(
-    predicted: pd.DataFrame, measured: pd.DataFrame, what: str, hardware: str
-) -> plt.Figure:
-    """Predicted speed-up against GPU count per link and model (lines), measured speed-ups as points."""
-    grid = sns.relplot(
-        data=predicted, x="gpus", y="speedup", hue="link", col="model", kind="line", marker="o",
-        height=3.4, aspect=1.1, facet_kws={"sharey": False},
-    )  # fmt: skip
-    for axis in grid.axes.flat:
-        model = axis.get_title().split(" = ")[-1]
-        points = measured[measured["model"] == model]
-        if len(points):
-            axis.plot(points["gpus"], points["speedup"], "kX", markersize=9, label="measured here")
-        axis.axhline(1, color="grey", linewidth=0.8)
-        axis.set(xlabel="GPUs (predicted) / ranks (measured: ×)", ylabel="speed-up over one")
-    return titled_grid(grid, what, hardware)
-
-
-def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """Each measured loss curve (points; filled where the fit saw them) with the Optimus curve fitted to its
-    first part (line), the target loss (dashed) and where the fit stops (dotted); each panel says whether
-    its test is out of sample (the target crossed after the fitted points) or says nothing."""
-    figure, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.6), squeeze=False)
-    for axis, curve, row in zip(axes[0], curves, predictions.itertuples(), strict=True):
-        steps = pd.Series(curve["steps"], dtype=float)
-        axis.plot(steps, curve["losses"], "o", markersize=3, fillstyle="none", color="grey")
-        axis.plot(
-            steps[: row.fitted_points], curve["losses"][: row.fitted_points], "o", markersize=3, color="C0"
-        )
-        axis.plot(
-            steps, 1 / (row.beta0 * steps + row.beta1) + row.beta2, color="C1", label="fit on filled points"
-        )
-        axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
-        axis.axvline(row.fitted_up_to_step, color="grey", linestyle=":", linewidth=0.8, label="end of fit")
-        test = "out of sample" if row.out_of_sample else "not a test"
-        axis.set(title=f"{curve['curve']}\n({test})", xlabel=curve["unit"], ylabel="training loss")
-        axis.title.set_size(9)
-    axes[0][0].legend(frameon=False)
-    return titled(figure, what, hardware)
-
-
-def _band_lines(axis: plt.Axes, frame: pd.DataFrame, x: str, y: str, hue: str) -> None:
-    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high."""
-    for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
-        rows = rows.sort_values(x)
-        axis.plot(rows[x], rows[y], marker="o", markersize=3, color=f"C{index}", label=name)
-        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=f"C{index}", alpha=0.15,
-                          linewidth=0)  # fmt: skip
-
-
-def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None) -> plt.Figure:
-    """Predicted single-GPU step time against batch, one line per GPU with its band (shaded: lowest to
-    highest over the uncertain inputs), one panel per model (log-log); measured GPU steps as crosses
-    where the study has them. Predictions: titled as such."""
-    frame = predicted
-    models = list(dict.fromkeys(frame["model"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4), squeeze=False)
-    for axis, model in zip(axes[0], models, strict=True):
-        _band_lines(axis, frame[frame["model"] == model], "batch", "step_seconds", "gpu")
-        if measured is not None and len(measured):
-            points = measured[measured["model"] == model]
-            axis.plot(points["batch"], points["step_seconds"], "kX", markersize=8, label="measured")
-        plain_log_axes(axis, sorted(frame["batch"].unique()))
-        axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=model)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
-    return titled(
-        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)", "PREDICTIONS"
-    )
-
-
-def _errors(frame: pd.DataFrame, column: str) -> list:
-    return [frame[column] - frame[f"{column}_low"], frame[f"{column}_high"] - frame[column]]
-
-
-def _log_ticks(axis) -> None:
-    """Plain numbers at 1, 2 and 5 of every decade on a log axis."""
-    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(PLAIN)
-    axis.set_minor_formatter(NullFormatter())
-
-
-def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
-    """Predicted speed-up of each multi-GPU machine over one GPU of its kind, with its band (bars: lowest
-    to highest over the uncertain inputs), one panel per model; a tick marks perfect scaling (k)."""
-    frame = summary[summary["gpus"] > 1]
-    models = list(dict.fromkeys(frame["model"]))
-    machines = list(dict.fromkeys(frame["machine"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models) + 2, 0.42 * len(machines) + 1.6),
-                                squeeze=False, sharey=True)  # fmt: skip
-    for axis, model in zip(axes[0], models, strict=True):
-        rows = frame[frame["model"] == model].set_index("machine").reindex(machines).reset_index()
-        axis.errorbar(rows["speedup"], rows.index, xerr=_errors(rows, "speedup"), fmt="o", capsize=3,
-                      label="predicted, with band")  # fmt: skip
-        axis.plot(rows["gpus"], rows.index, "|", color="grey", markersize=12, label="perfect scaling")
-        axis.axvline(1, color="grey", linewidth=0.8)
-        axis.set(xscale="log", title=model, xlabel="speed-up over one GPU (×)")
-        _log_ticks(axis.xaxis)
-        axis.set_yticks(range(len(machines)), machines)
-        axis.invert_yaxis()
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return titled(figure, what, "PREDICTIONS")
-
-
-def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
-    """What a renter decides: each multi-GPU machine's speed-up against what its result costs over the
-    one-GPU offer (both with their bands), one panel per model, log-log; right of x = 1 is dearer, above
-    y = 1 faster."""
-    frame = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
-    models = list(dict.fromkeys(frame["model"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(5.6 * len(models), 4.6), squeeze=False)
-    for axis, model in zip(axes[0], models, strict=True):
-        rows = frame[frame["model"] == model]
-        for index, row in enumerate(rows.itertuples()):
-            one = rows.loc[[row.Index]]
-            axis.errorbar(one["cost_multiplier"], one["speedup"], xerr=_errors(one, "cost_multiplier"),
-                          yerr=_errors(one, "speedup"), fmt="o", capsize=2, color=f"C{index % 10}",
-                          label=row.machine)  # fmt: skip
-        axis.axhline(1, color="grey", linewidth=0.8)
-        axis.axvline(1, color="grey", linewidth=0.8)
-        axis.set(xscale="log", yscale="log", title=model, xlabel="dollars per result over one GPU's (×)",
-                 ylabel="speed-up over one GPU (×)")  # fmt: skip
-        _log_ticks(axis.xaxis)
-        _log_ticks(axis.yaxis)
-        axis.legend(fontsize="x-small", frameon=False)
-    return titled(figure, what, "PREDICTIONS")
-
-
-def plot_time_to_result(bands: pd.DataFrame, what: str) -> plt.Figure:
-    """Seconds to the target against the global batch, one line per machine with its band, log-log."""
-    figure, axis = plt.subplots(figsize=(7.5, 4.4))
-    _band_lines(axis, bands, "global_batch", "seconds_to_target", "machine")
-    plain_log_axes(axis, sorted(bands["global_batch"].unique()))
-    axis.set(xlabel="global batch (at most the 2,700 training clips)", ylabel="seconds to the target loss")
-    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
-    return titled(figure, what, "PREDICTIONS")
-
-
-def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
-    """The seed's experiment predicted: epoch time against batch size for 1-4 GPUs with their bands, one
-    panel per model (``check``: one row per scenario, as ``recommend.seed_check`` gives)."""
-    keys = ["model", "gpus", "global_batch"]
-    central = check[check["scenario"] == "central"].set_index(keys)["epoch_seconds"]
-    grouped = check.groupby(keys)["epoch_seconds"]
-    frame = pd.DataFrame({"epoch_seconds": central, "epoch_seconds_low": grouped.min(),
-                          "epoch_seconds_high": grouped.max()}).reset_index()  # fmt: skip
-    frame["GPUs"] = frame["gpus"].map(lambda k: f"{k} GPU(s)")
-    models = list(dict.fromkeys(frame["model"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4), squeeze=False)
-    for axis, model in zip(axes[0], models, strict=True):
-        _band_lines(axis, frame[frame["model"] == model], "global_batch", "epoch_seconds", "GPUs")
-        plain_log_axes(axis, sorted(frame["global_batch"].unique()))
-        axis.set(xlabel="batch size", ylabel="seconds per epoch of 2,000 clips", title=model)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    hardware = f"{check['machine'].iloc[0]}, {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
-    return titled(figure, "The seed's experiment, predicted with its band", hardware)
 
 
 def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure:

@@ -5,5 +5,8 @@
 - ``timemodel``: seconds per step from compute and communication, calibrated and validated;
 - ``gpus``: FLOPs and bytes per layer, the roofline with its uncertain inputs, GPU and link specs;
 - ``configurations``: the machines that can be bought or rented, each with its price row;
-- ``recommend``: predicted speed-ups and dollars on those machines, each a band, with verdicts.
+- ``recommend``: predicted speed-ups and dollars on those machines, each a band, with verdicts;
+- ``validation``: the time model against multi-rank runs it never saw, per method;
+- ``seed``: the check against the seed's arithmetic and verdicts;
+- ``tables`` and ``prose``: what the chapter shows, as tables with human columns and as sentences.
 """

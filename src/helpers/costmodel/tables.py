@@ -9,7 +9,7 @@ import math
 import pandas as pd
 from IPython.display import Markdown
 
-from helpers.costmodel import money
+from helpers.costmodel import money, specs
 from helpers.costmodel.recommend import fastest_batches, result_band, result_costs, time_to_result
 
 
@@ -120,20 +120,110 @@ def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd
     )
 
 
-PRICE_COLUMNS = {"gpu": "GPU", "gpus": "GPUs", "dollars": "dollars", "per": "per",
-                 "dollars_per_gpu": "dollars per GPU", "source": "source", "date": "date"}  # fmt: skip
-
-
-def price_display() -> pd.DataFrame:
-    """The dated price table for reading: exact prices, the price per GPU in dollars and cents."""
-    prices = money.price_table()
-    prices["dollars_per_gpu"] = prices["dollars_per_gpu"].map(money.money)
-    return prices.set_index("offer")[list(PRICE_COLUMNS)].rename(columns=PRICE_COLUMNS)
-
-
 def seed_verdict_display(verdicts: pd.DataFrame) -> pd.DataFrame:
     """``seed.seed_verdict_table`` for reading: the four-GPU speed-up with its band, and the verdict."""
     speedup = "speed-up, 4 GPUs over 1 (×)"
     shown = verdicts.assign(**{speedup: banded(verdicts, "speedup")})
     shown = shown[["model", "global_batch", speedup, "faster"]]
     return shown.rename(columns={"global_batch": "batch", "faster": "verdict"}).set_index(["model", "batch"])
+
+
+def _thousands(values) -> list[str]:
+    return [f"{int(value):,}" for value in values]
+
+
+def price_display() -> pd.DataFrame:
+    """The dated price table for reading: each price in dollars and cents (the arithmetic keeps them
+    exact), the price of one GPU beside the offer's."""
+    prices = money.price_table()
+    cents = lambda value: f"{float(money.exact(value)):,.2f}"  # noqa: E731
+    shown = pd.DataFrame({
+        "offer": prices["offer"], "GPU": prices["gpu"], "GPUs": prices["gpus"],
+        "price ($)": prices["dollars"].map(cents), "per": prices["per"],
+        "price per GPU ($)": prices["dollars_per_gpu"].map(cents), "source": prices["source"],
+        "date": prices["date"],
+    })  # fmt: skip
+    return shown.set_index("offer")
+
+
+TABLE_ONE_COLUMNS = {
+    "epoch_seconds": "epoch (s)", "hourly_price": "price per hour ($)", "dollars_per_epoch": "$ per epoch",
+    "speedup": "speed-up (×)", "price_ratio": "price ratio (×)",
+    "cost_per_epoch_ratio": "$ per epoch ratio (×)", "delta": "Δ = speed-up / price ratio",
+}  # fmt: skip
+
+
+def table_one_display(exact: bool) -> pd.DataFrame:
+    """The seed's Table I recomputed (``money.table_one``), with human column names: as exact fractions
+    (``exact``), or as decimals to 4 significant digits."""
+    table = money.table_one(as_float=not exact).set_index("setup")
+    shown = table.astype(str) if exact else table.map(lambda value: f"{value:.4g}")
+    return shown.rename(columns=TABLE_ONE_COLUMNS).rename_axis("setup")
+
+
+def layer_cost_display(costs: pd.DataFrame) -> pd.DataFrame:
+    """``gpus.layer_costs`` of several models (a ``model`` column) for reading, exact with separators."""
+    shown = pd.DataFrame({
+        "model": costs["model"], "layer": costs["layer"], "phase": costs["phase"],
+        "FLOPs per sample": _thousands(costs["flops_per_sample"]),
+        "of which multiply-add FLOPs": _thousands(costs["multiply_add_flops_per_sample"]),
+        "bytes per sample": _thousands(costs["bytes_per_sample"]),
+        "bytes per step, any batch": _thousands(costs["fixed_bytes"]), "kernels": costs["kernels"],
+    })  # fmt: skip
+    return shown.set_index(["model", "layer", "phase"])
+
+
+def _significant(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, str):
+        return value
+    return (
+        "unbounded" if math.isinf(value) else f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    )
+
+
+def inputs_display(inputs: pd.DataFrame) -> pd.DataFrame:
+    """The time model's inputs (``timemodel.time_model_from_records``) for reading: each value to three
+    significant digits, an unbounded rate said so."""
+    return inputs.assign(value=inputs["value"].map(_significant)).set_index("input")
+
+
+def assumptions_display() -> pd.DataFrame:
+    """``specs.assumptions_table`` for reading: host times in µs, every value as text with its unit."""
+    table = specs.assumptions_table()
+    seconds = table["unit"].eq("s")
+    for column in ("low", "central", "high"):
+        values = table[column].where(
+            ~seconds, table[column].map(lambda v: v * 1e6 if isinstance(v, float) else v)
+        )
+        table[column] = values.map(_significant)
+    table.loc[seconds, "unit"] = "µs"
+    return table.set_index("input")
+
+
+def roofline_error_display(errors: pd.DataFrame) -> pd.DataFrame:
+    """``gpus.roofline_error`` for reading: measured and predicted steps in ms, the error in %."""
+    return pd.DataFrame({
+        "model": errors["model"], "GPU": errors["gpu"], "batch": errors["batch"],
+        "measured step (ms)": banded(errors.rename(columns={"step_min": "step_seconds_low",
+                                                            "step_max": "step_seconds_high"}),
+                                     "step_seconds", 1e3),
+        "roofline (ms)": banded(errors.rename(columns={"roofline_low": "roofline_seconds_low",
+                                                       "roofline_high": "roofline_seconds_high"}),
+                                "roofline_seconds", 1e3),
+        "error of the central value (%)": errors["error_percent"].map(lambda e: f"{e:+.0f}"),
+        "inside the band": errors["within_band"].map({True: "yes", False: "no"}),
+        "source": errors["source"],
+    }).set_index(["model", "GPU", "batch"])  # fmt: skip
+
+
+def sharing_display(sharing: pd.DataFrame) -> pd.DataFrame:
+    """``validation.dataparallel_sharing`` for reading: seconds to three significant digits, errors whole."""
+    shown = sharing.copy()
+    for column in shown.columns:
+        if column.endswith("(s)"):
+            shown[column] = shown[column].map(lambda value: f"{value:.3g}")
+        elif column.endswith("(%)"):
+            shown[column] = shown[column].map(lambda value: f"{value:+.0f}")
+    return shown.set_index(["model", "replicas", "global batch"])

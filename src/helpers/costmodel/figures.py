@@ -1,0 +1,188 @@
+"""Chapter 5's figures: the loss fits, the time model against held-out runs, and the GPU predictions, each
+drawn with its band (shaded or as bars: lowest to highest over the uncertain inputs) and titled
+PREDICTIONS where nothing was measured. Every figure fits the book's column (``plotting.COLUMN_INCHES``):
+several panels go into a grid, legends under the panels."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib import pyplot as plt
+
+from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
+
+
+def _errors(frame: pd.DataFrame, column: str) -> list:
+    """Error-bar lengths from ``column`` down to ``column``_low and up to ``column``_high."""
+    return [frame[column] - frame[f"{column}_low"], frame[f"{column}_high"] - frame[column]]
+
+
+def _band_lines(axis: plt.Axes, frame: pd.DataFrame, x: str, y: str, hue: str) -> None:
+    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high."""
+    for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
+        rows = rows.sort_values(x)
+        axis.plot(rows[x], rows[y], marker="o", markersize=3, color=f"C{index}", label=name)
+        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=f"C{index}", alpha=0.15,
+                          linewidth=0)  # fmt: skip
+
+
+def _shared_legend(figure: plt.Figure, axes, title: str | None = None, columns: int = 3) -> None:
+    """The legend of every panel's labelled artists, once, under the panels."""
+    found: dict = {}
+    for axis in axes:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    legend_below(figure, list(found.values()), list(found), title, columns)
+
+
+def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Each measured loss curve (points; filled where the fit saw them) with the Optimus curve fitted to its
+    first part (line), the target loss (dashed) and where the fit stops (dotted), three panels across;
+    each panel says whether its test is out of sample (the target crossed after the fitted points)."""
+    figure, axes = panel_grid(len(curves), columns=3, panel_height=2.3)
+    for axis, curve, row in zip(axes, curves, predictions.itertuples(), strict=True):
+        steps = pd.Series(curve["steps"], dtype=float)
+        axis.plot(
+            steps, curve["losses"], "o", markersize=2, fillstyle="none", color="grey", label="not fitted"
+        )
+        axis.plot(steps[: row.fitted_points], curve["losses"][: row.fitted_points], "o", markersize=2,
+                  color="C0", label="fitted")  # fmt: skip
+        axis.plot(steps, 1 / (row.beta0 * steps + row.beta1) + row.beta2, color="C1", label="Optimus fit")
+        axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
+        axis.axvline(row.fitted_up_to_step, color="grey", linestyle=":", linewidth=0.8, label="end of fit")
+        test = "out of sample" if row.out_of_sample else "not a test"
+        axis.set_title(f"{curve['curve']}\n({test})", fontsize=7)
+        axis.set_xlabel(curve["unit"], fontsize=8)
+        axis.tick_params(labelsize=7)
+    for axis in axes[:: min(3, len(axes))]:
+        axis.set_ylabel("training loss", fontsize=8)
+    figure = titled(figure, what, hardware)
+    _shared_legend(figure, axes[:1], columns=5)
+    return figure
+
+
+def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """Predicted against measured step seconds, one panel per method (each judged on its own), two across,
+    colour per model, the measured fastest-slowest steps as horizontal bars, and the line y = x."""
+    methods = list(dict.fromkeys(validated["method"]))
+    figure, axes = panel_grid(len(methods), columns=2, panel_height=3.0, sharex=True, sharey=True)
+    low = min(validated["step_seconds"].min(), validated["predicted_seconds"].min()) * 0.8
+    high = max(validated["step_seconds"].max(), validated["predicted_seconds"].max()) * 1.25
+    models = list(dict.fromkeys(validated["model"]))
+    for axis, method in zip(axes, methods, strict=True):
+        for index, model in enumerate(models):
+            rows = validated[(validated["method"] == method) & (validated["model"] == model)]
+            errors = None
+            if "step_min" in rows:  # the measured fastest and slowest steps
+                errors = [rows["step_seconds"] - rows["step_min"], rows["step_max"] - rows["step_seconds"]]
+            axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, fmt="o", capsize=2,
+                          color=f"C{index}", label=model)  # fmt: skip
+        axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
+        axis.set(xscale="log", yscale="log", xlabel="measured seconds per step", ylabel="predicted")
+        axis.set_title(method, fontsize=9)
+        log_ticks(axis.xaxis)
+        log_ticks(axis.yaxis)
+    figure = titled(figure, what, hardware)
+    _shared_legend(figure, axes)
+    return figure
+
+
+def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None) -> plt.Figure:
+    """Predicted single-GPU step time against batch, one line per GPU with its band (shaded: lowest to
+    highest over the uncertain inputs), one panel per model (log-log), two across; measured GPU steps as
+    crosses where the study has them."""
+    models = list(dict.fromkeys(predicted["model"]))
+    figure, axes = panel_grid(len(models), columns=2, panel_height=3.0)
+    for axis, model in zip(axes, models, strict=True):
+        _band_lines(axis, predicted[predicted["model"] == model], "batch", "step_seconds", "gpu")
+        if measured is not None and len(measured):
+            points = measured[measured["model"] == model]
+            axis.plot(points["batch"], points["step_seconds"], "kX", markersize=7, label="measured")
+        plain_log_axes(axis, sorted(predicted["batch"].unique()))
+        axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=model)
+    figure = titled(
+        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)", "PREDICTIONS"
+    )
+    _shared_legend(figure, axes)
+    return figure
+
+
+def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
+    """Predicted speed-up of each multi-GPU machine over one GPU of its kind, with its band (bars: lowest
+    to highest over the uncertain inputs), one panel per model, stacked; a tick marks perfect scaling (k)."""
+    frame = summary[summary["gpus"] > 1]
+    models = list(dict.fromkeys(frame["model"]))
+    machines = list(dict.fromkeys(frame["machine"]))
+    figure, axes = panel_grid(len(models), columns=1, panel_height=0.3 * len(machines) + 0.9, sharex=True)
+    for axis, model in zip(axes, models, strict=True):
+        rows = frame[frame["model"] == model].set_index("machine").reindex(machines).reset_index()
+        axis.errorbar(rows["speedup"], rows.index, xerr=_errors(rows, "speedup"), fmt="o", capsize=3,
+                      label="predicted, with its band")  # fmt: skip
+        axis.plot(rows["gpus"], rows.index, "|", color="grey", markersize=12, label="perfect scaling (k)")
+        axis.axvline(1, color="grey", linewidth=0.8)
+        axis.set(xscale="log", title=model)
+        log_ticks(axis.xaxis)
+        axis.set_yticks(range(len(machines)), machines, fontsize=8)
+        axis.invert_yaxis()
+    axes[-1].set_xlabel("speed-up over one GPU (×)")
+    figure = titled(figure, what, "PREDICTIONS")
+    _shared_legend(figure, axes[:1])
+    return figure
+
+
+def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
+    """What a renter decides: each multi-GPU machine's speed-up against what its result costs over the
+    one-GPU offer (both with their bands), one panel per model, two across, log-log; right of x = 1 is
+    dearer, above y = 1 faster."""
+    frame = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
+    models = list(dict.fromkeys(frame["model"]))
+    machines = list(dict.fromkeys(frame["machine"]))
+    figure, axes = panel_grid(len(models), columns=2, panel_height=3.1)
+    for axis, model in zip(axes, models, strict=True):
+        rows = frame[frame["model"] == model]
+        for row in rows.itertuples():
+            one = rows.loc[[row.Index]]
+            axis.errorbar(one["cost_multiplier"], one["speedup"], xerr=_errors(one, "cost_multiplier"),
+                          yerr=_errors(one, "speedup"), fmt="o", capsize=2,
+                          color=f"C{machines.index(row.machine) % 10}", label=row.machine)  # fmt: skip
+        axis.axhline(1, color="grey", linewidth=0.8)
+        axis.axvline(1, color="grey", linewidth=0.8)
+        axis.set(xscale="log", yscale="log", title=model, xlabel="$ per result over one GPU's (×)",
+                 ylabel="speed-up over one GPU (×)")  # fmt: skip
+        log_ticks(axis.xaxis)
+        log_ticks(axis.yaxis)
+    figure = titled(figure, what, "PREDICTIONS")
+    _shared_legend(figure, axes)
+    return figure
+
+
+def plot_time_to_result(bands: pd.DataFrame, what: str) -> plt.Figure:
+    """Seconds to the target against the global batch, one line per machine with its band, log-log."""
+    figure, axis = plt.subplots(figsize=(COLUMN_INCHES, 4.0))
+    _band_lines(axis, bands, "global_batch", "seconds_to_target", "machine")
+    plain_log_axes(axis, sorted(bands["global_batch"].unique()))
+    axis.set(xlabel="global batch (at most the 2,700 training clips)", ylabel="seconds to the target loss")
+    figure = titled(figure, what, "PREDICTIONS")
+    _shared_legend(figure, [axis])
+    return figure
+
+
+def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
+    """The seed's experiment predicted: epoch time against batch size for 1-4 GPUs with their bands, one
+    panel per model, two across (``check``: one row per scenario, as ``seed.seed_check`` gives)."""
+    keys = ["model", "gpus", "global_batch"]
+    central = check[check["scenario"] == "central"].set_index(keys)["epoch_seconds"]
+    grouped = check.groupby(keys)["epoch_seconds"]
+    frame = pd.DataFrame({"epoch_seconds": central, "epoch_seconds_low": grouped.min(),
+                          "epoch_seconds_high": grouped.max()}).reset_index()  # fmt: skip
+    frame["GPUs"] = frame["gpus"].map(lambda k: f"{k} GPU(s)")
+    models = list(dict.fromkeys(frame["model"]))
+    figure, axes = panel_grid(len(models), columns=2, panel_height=3.0)
+    for axis, model in zip(axes, models, strict=True):
+        _band_lines(axis, frame[frame["model"] == model], "global_batch", "epoch_seconds", "GPUs")
+        plain_log_axes(axis, sorted(frame["global_batch"].unique()))
+        axis.set(xlabel="batch size", ylabel="seconds per 2,000-clip epoch", title=model)
+        axis.tick_params(axis="x", labelsize=7)
+    hardware = f"{check['machine'].iloc[0]}, {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
+    figure = titled(figure, "The seed's experiment, predicted with its band", hardware)
+    _shared_legend(figure, axes[:1], columns=4)
+    return figure

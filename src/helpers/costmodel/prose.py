@@ -1,0 +1,362 @@
+"""What chapter 5 says in words (chapter 5): every sentence the chapter glues into its prose, built from the
+cost model's tables, so that each claim follows from the numbers beside it and none is typed by hand.
+
+Each function takes the frames the chapter computes and returns ``{glue name: text}``; the chapter glues
+them in a hidden cell (``helpers.chapter.glue_all``). A verdict is worded from the verdict columns of
+``recommend.summarize`` and ``seed.seed_verdict_table``, which hold only over their whole band.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.costmodel.gpus import gradient_bytes, layer_costs, roofline_band, training_flops_per_sample
+from helpers.costmodel.recommend import fastest_batches, headline, result_band, time_to_result
+from helpers.costmodel.seed import SEED_TRAFFIC
+from helpers.costmodel.specs import GPUS
+from helpers.costmodel.tables import banded
+
+WHATEVER = " whatever the inputs"
+BOUNDS = {"compute": "arithmetic", "memory": "memory traffic", "host": "the host issuing ops"}
+METHOD_NAMES = {"ddp_no_overlap": "DDP without overlap", "ddp_overlap": "DDP with overlap",
+                "dataparallel": "DataParallel"}  # fmt: skip
+
+
+def short_verdict(verdict: str) -> str:
+    """ "faster whatever the inputs" stays; "depends on …: measure it with …" becomes "depends on …"."""
+    return verdict.split(":")[0]
+
+
+def listing(items: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
+    """The loss model's out-of-sample test (``lossfit.out_of_sample``) in words: how many curves tested it,
+    the range of its errors and each curve's."""
+    if tested.empty:
+        return {
+            "loss_tested": "0",
+            "loss_error_range": "an unknown amount (no out-of-sample test in this store)",
+            "loss_per_curve": "none of this store's curves reaches its target after its fitted points",
+        }
+    size = tested["error (%)"].abs()
+    spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
+    pairs = zip(tested["curve"], tested["error (%)"], strict=True)
+    return {
+        "loss_tested": str(len(tested)),
+        "loss_error_range": spread,
+        "loss_per_curve": "; ".join(f"{curve}: {error:+.0f} %" for curve, error in pairs),
+    }
+
+
+def calibration_note(compute: pd.DataFrame, models) -> dict[str, str]:
+    """What the compute lines (``timemodel.fit_compute``) can and cannot say: slopes not resolved,
+    LinearNet's implied rate that is no FLOP rate, fixed costs consistent with zero."""
+    notes = []
+    for (name, threads), fit in compute.iterrows():
+        if not fit.slope_resolved:
+            notes.append(
+                f"`{name}`'s slope at {threads} thread(s) is not resolved (its range reaches zero): the "
+                f"per-sample work hides in the noise of the {fit.intercept_seconds:.3g} s fixed cost."
+            )
+    if "LinearNet" in models:
+        weights = gradient_bytes("LinearNet") / 1e6
+        notes.append(
+            f"A slope is a FLOP rate only where the step is compute-bound. `LinearNet`'s first matrix "
+            f"product streams its {weights:.1f} MB of weights whatever the batch, so at these batches extra "
+            "samples ride along almost free and its implied GFLOP/s is no FLOP rate (it can exceed what the "
+            "cores can do); its fixed seconds are what the model relies on."
+        )
+    for (name, threads), fit in compute[compute["intercept_low"] <= 0].iterrows():
+        notes.append(
+            f"`{name}` at {threads} thread(s) has a fixed cost consistent with zero "
+            f"(0–{fit.intercept_high:.2g} s): its step is all per-sample work."
+        )
+    return {"calibration_note": " ".join(notes)}
+
+
+def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict[str, str]:
+    """Each method's error on its own (``validation.validation_summary``), whether the two DDP methods
+    differ at all here, and which methods are biased: all predictions on one side and none inside the
+    measured fastest–slowest range. ``bias_short`` is the takeaway's one-line form."""
+    if summary.empty:
+        unknown = "an unknown amount (no multi-rank measurement here)"
+        return {"time_model_errors": unknown, "ddp_methods_note": "", "bias_note": "",
+                "bias_short": "not tested here (no multi-rank measurement)"}  # fmt: skip
+    by = summary.set_index(["model", "method"])
+    ddp = [m for m in ("ddp_no_overlap", "ddp_overlap") if m in set(summary["method"])]
+    gap = None
+    if len(ddp) == 2:
+        pairs = validated[validated["method"].isin(ddp)].pivot(
+            index="measurement", columns="method", values="predicted_seconds"
+        )
+        gap = float((pairs.max(axis=1) / pairs.min(axis=1) - 1).max() * 100)
+    same = gap is not None and gap < 1
+    label = {**METHOD_NAMES, **({"ddp_no_overlap": "DDP"} if same else {})}
+    parts = []
+    for name in dict.fromkeys(summary["model"]):
+        methods = [
+            m for m in summary.loc[summary["model"] == name, "method"] if not (same and m == "ddp_overlap")
+        ]
+        parts.append(
+            f"`{name}` " + ", ".join(f"{label[m]} {by.loc[(name, m), 'mape_percent']:.0f} %" for m in methods)
+        )
+    if same:
+        methods_note = (
+            f"On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to {gap:.1f} %): the "
+            "buckets' all-reduces are short next to the compute, so hiding them changes nothing; they count "
+            "as one method here."
+        )
+    else:
+        methods_note = f"`ddp_overlap` and `ddp_no_overlap` differ by up to {gap:.0f} % here." if gap else ""
+    biased = []
+    for (name, method), row in by.iterrows():
+        if (same and method == "ddp_overlap") or row["points"] < 2 or row.get("within_measured_range", 1):
+            continue
+        side = {row["points"]: "above", 0: "below"}.get(row["predictions_above"])
+        if side:
+            biased.append((name, label[method], side, row["mean_error_percent"]))
+    if biased:
+        notes = [f"`{name}`'s {method} predictions all lie {side} the measurements, none inside its "
+                 f"fastest–slowest range (mean error {error:+.0f} %): a bias, not noise."
+                 for name, method, side, error in biased]  # fmt: skip
+        notes.append(
+            "On a CPU, ranks and replicas share the cores and the memory system with each other and with "
+            "Gloo's all-reduce, which a calibration made one process at a time does not see."
+        )
+        short = "; ".join(
+            f"`{name}` {method} ({error:+.0f} %, all {side})" for name, method, side, error in biased
+        )
+    else:
+        notes = ["No method's predictions lie all on one side beyond the measured spread."]
+        short = "none"
+    return {"time_model_errors": "; ".join(parts), "ddp_methods_note": methods_note,
+            "bias_note": " ".join(notes), "bias_short": short}  # fmt: skip
+
+
+def flop_sentences(models) -> dict[str, str]:
+    """Each model's training FLOPs per sample and its forward multiply-adds (as FLOPs), with separators."""
+    texts = {}
+    for name in models:
+        rows = layer_costs(name)
+        forward = rows.loc[rows["phase"] == "forward", "multiply_add_flops_per_sample"].sum()
+        texts[f"{name.lower()}_flops"] = f"{training_flops_per_sample(name):,}"
+        texts[f"{name.lower()}_forward_macs"] = f"{int(forward):,}"
+    return texts
+
+
+def roofline_example(models, batch: int, gpu: str = "H100 SXM 80 GB") -> dict[str, str]:
+    """Each model's one-GPU step at ``batch`` on ``gpu``: its band, central value and what bounds it."""
+    parts = []
+    for name in models:
+        row = roofline_band(name, batch, GPUS[gpu])
+        parts.append(
+            f"`{name}`'s step lies between {row['step_seconds_low'] * 1e3:.3g} and "
+            f"{row['step_seconds_high'] * 1e3:.3g} ms (central {row['step_seconds'] * 1e3:.3g} ms, bound by "
+            f"{BOUNDS[row['bound_by']]})"
+        )
+    return {"roofline_example": "; ".join(parts)}
+
+
+def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
+    """The chapter's answer: per model, ``headline`` and both verdicts on ``machine`` at ``batch``; and the
+    dollar verdict over every multi-GPU machine predicted at that batch, worded from the verdicts."""
+    texts = {}
+    at_batch = predicted[predicted["global_batch"] == batch]
+    for name in ("LinearNet", "ConvNet"):
+        rows = at_batch[(at_batch["model"] == name) & (at_batch["machine"] == machine)]
+        if rows.empty:
+            texts[f"answer_{name.lower()}"] = "not predicted here (not among the models, or a batch below 8)"
+            texts[f"answer_{name.lower()}_verdict"] = "no verdict"
+            continue
+        row = rows.iloc[0]
+        texts[f"answer_{name.lower()}"] = headline(predicted, name, machine, batch)
+        texts[f"answer_{name.lower()}_verdict"] = (
+            f"{short_verdict(row.faster)}, and {short_verdict(row.dollars)}"
+        )
+    texts["dollar_verdict"] = dollar_verdict(at_batch[at_batch["gpus"] > 1])
+    return texts
+
+
+def dollar_verdict(several: pd.DataFrame) -> str:
+    """One sentence on what more GPUs buy over all ``several`` (multi-GPU rows of ``summarize``): dearer
+    or not per result, and faster or not, per model, each only as far as the verdicts hold."""
+    if several.empty:
+        return "No multi-GPU machine is predicted at this batch."
+    priced = several[~several["dollars"].str.startswith("no price")]
+    dearer = priced["dollars"].eq("dearer" + WHATEVER)
+    if len(priced) and dearer.all():
+        money = (
+            "no multi-GPU machine with a one-GPU offer of its GPU gives a cheaper result, whatever the inputs"
+        )
+    elif priced["dollars"].eq("no dearer" + WHATEVER).any():
+        cheap = listing(sorted(set(priced.loc[priced["dollars"].eq("no dearer" + WHATEVER), "machine"])))
+        money = f"{cheap} give a result no dearer than one GPU, whatever the inputs"
+    else:
+        money = "whether a result costs more depends on inputs not known yet (see the table)"
+    speed = []
+    for name, rows in several.groupby("model", sort=False):
+        faster = rows["faster"]
+        if faster.eq("faster" + WHATEVER).all():
+            speed.append(f"`{name}` runs faster on every one of them")
+        elif faster.eq("slower" + WHATEVER).all():
+            speed.append(f"`{name}` runs slower on every one of them")
+        else:
+            sides = [
+                f"{side} on {n}" for side in ("faster", "slower") if (n := faster.eq(side + WHATEVER).sum())
+            ]
+            open_ = int((~faster.str.endswith(WHATEVER)).sum())
+            told = f"`{name}` runs {listing(sides)} of them" if sides else f"`{name}`"
+            if open_:
+                told += (
+                    f"{', and' if sides else ''} on {open_} its verdict depends on inputs not yet measured"
+                )
+            speed.append(told)
+    return f"On the machines that can be rented here, {money}; " + "; ".join(speed) + "."
+
+
+def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:
+    """Per model, which multi-GPU machines are faster, slower or undecided at the chapter's batch, and the
+    measurements that would decide the undecided ones."""
+    notes, tools = [], {}
+    for name in models:
+        several = at_batch[(at_batch["model"] == name) & (at_batch["gpus"] > 1)]
+        for verdict in several["faster"]:
+            if ": measure " in verdict:
+                listed = verdict.split(": measure ")[1].split(" with ", 1)[1]
+                tools.update(dict.fromkeys(listed.split("; ")))
+        groups = several.groupby(several["faster"].map(short_verdict), sort=False)["machine"].agg(list)
+        notes.append(
+            f"`{name}`: " + "; ".join(f"{v} on {', '.join(where)}" for v, where in groups.items()) + "."
+        )
+    if tools:
+        notes.append("What decides the rest is measured by " + "; and ".join(tools) + ".")
+    return {"speedup_note": " ".join(notes)}
+
+
+def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> dict[str, str]:
+    """Chapter 6's steps-versus-batch (``recommend.steps_relation``) in words, and, per model, the machine
+    and global batch that reach its target soonest with the band of that time."""
+    measured = [name for name in models if name in relations]
+    if not measured:
+        return {
+            "relation_note": "This store holds no chapter 6 measurement (no `steps_to_target` records), so "
+            "no time to a result is computed here: run chapter 6 into it first.",
+            "time_to_result_note": "Time to a result with a growing batch needs chapter 6's measurement, "
+            "absent here.",
+        }
+    texts, results = [], []
+    for name in measured:
+        r = relations[name]
+        texts.append(
+            f"For `{name}` it found S_min = {r['s_min']:.3g} steps and a knee B_knee = {r['b_crit']:.3g} "
+            f"with the {r['rule']} learning-rate rule (training loss {r['target_loss']} on "
+            f"{r['train_samples']} clips, global batches {r['smallest_batch']}–{r['largest_batch']}); "
+            f"above {r['largest_batch']} the relation is an extrapolation, and it was measured on another "
+            "task than a 2,700-clip epoch, so the times below are its consequence, not a measurement."
+        )
+        timed = time_to_result(per_scenario[per_scenario["model"] == name], r)
+        top = fastest_batches(result_band(timed)).iloc[0]
+        band = f"{top['seconds_to_target_low']:.3g}–{top['seconds_to_target_high']:.3g} s"
+        results.append(
+            f"to chapter 6's target, `{name}` is soonest on {top['machine']} at a global batch of "
+            f"{int(top['global_batch'])}: {top['seconds_to_target']:.3g} s ({band}, central values compared)"
+        )
+    others = [name for name in models if name not in relations]
+    if others:
+        texts.append(
+            f"Chapter 6 measured no relation for {', '.join(others)}, so its time to a result is absent."
+        )
+    return {"relation_note": " ".join(texts),
+            "time_to_result_note": "With the batch allowed to grow, " + "; ".join(results) + "."}  # fmt: skip
+
+
+def rule_sentences(conditions: pd.DataFrame) -> dict[str, str]:
+    """Per model, the global batch each eight-GPU machine needs for both conditions
+    (``recommend.condition_table``), with its band, against the training set; ``rule_short`` for the
+    takeaway."""
+    texts, short = {}, []
+    for name in ("LinearNet", "ConvNet"):
+        rows = conditions[conditions["model"] == name]
+        needs = banded(rows, "global_batch", whole=True)
+        parts = [f"{machine} needs a global batch of {batch}: {fits}"
+                 for machine, batch, fits in zip(rows["machine"], needs, rows["against the training set"],
+                                                 strict=True)]  # fmt: skip
+        texts[f"rule_{name.lower()}"] = f"`{name}`: " + "; ".join(parts) + "." if parts else ""
+        if len(rows):
+            within = rows["against the training set"].eq("within the dataset whatever the inputs")
+            beyond = rows["against the training set"].eq("more than the dataset holds whatever the inputs")
+            short.append(
+                f"`{name}` fits within the 2,700 clips on {within.sum()} of {len(rows)} eight-GPU machines "
+                f"whatever the inputs, on {beyond.sum()} never"
+            )
+    texts["rule_short"] = "; ".join(short) + "." if short else ""
+    edge = conditions[conditions["hide_low"] <= 1]
+    texts["hide_note"] = (
+        f"At the band's edge on {listing(sorted(set(edge['machine'])))}, even a one-sample backward lasts as "
+        "long as the all-reduce (b*_hide = 1), so there only the second condition decides."
+        if len(edge)
+        else ""
+    )
+    return texts
+
+
+def seed_traffic_sentences(traffic: pd.DataFrame) -> dict[str, str]:
+    """The seed's "50 MB × 2 transfers × 100 batches = 10 GB" against the exact bytes per GPU link and in
+    all (``seed.seed_traffic``), and whether they agree within 10 %: a check that could fail."""
+    quoted = SEED_TRAFFIC
+    claimed, per_link, total = traffic["bytes per epoch"].iloc[:3]
+    quote = (f"{quoted['megabytes']} MB × {quoted['transfers']} transfers × {quoted['batches']} batches = "
+             f"{quoted['gigabytes']} GB")  # fmt: skip
+    gap = (1 - per_link / claimed) * 100
+    gradient = gradient_bytes("LinearNet") / 1e6
+    agreement = ("The arithmetic agrees; it could have disagreed." if abs(gap) < 10
+                 else "The arithmetic disagrees by more than the seed's rounding.")  # fmt: skip
+    return {
+        "seed_quote": f"the seed counts {quote}",
+        "seed_traffic_note": (
+            f"The seed's {quoted['gigabytes']} GB is what each GPU's link carries when the broadcast and the "
+            f"reduce run as pipelined rings: the model gives {per_link / 1e9:.2f} GB, {gap:.1f} % less, the "
+            f"seed's rounding of {gradient:.1f} MB of gradient to {quoted['megabytes']} MB. Between all four "
+            f"GPUs {total / 1e9:.1f} GB move, three times as much: every other replica receives the "
+            f"parameters and returns a gradient. {agreement}"
+        ),
+        "seed_traffic_short": (
+            f"{per_link / 1e9:.2f} GB per GPU link per epoch against its {quoted['gigabytes']} GB"
+        ),
+    }
+
+
+SEED_SAID = {"LinearNet": "slower", "ConvNet": "faster"}  # the seed's verdicts on four GPUs
+
+
+def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
+    """Per model, four GPUs against one over the seed's sweep (``seed.seed_verdict_table``), and whether
+    each agrees with the seed's verdict at every batch over the whole band."""
+    notes = []
+    for name, rows in verdicts.groupby("model", sort=False):
+        kinds = list(dict.fromkeys(rows["faster"].map(short_verdict)))
+        if len(kinds) == 1:
+            found = kinds[0] + " at every batch"
+        else:
+            pairs = zip(rows["global_batch"], rows["faster"].map(short_verdict), strict=True)
+            found = "mixed: " + "; ".join(f"{v} at batch {int(b)}" for b, v in pairs)
+        band = f"{rows['speedup_low'].min():.3g}–{rows['speedup_high'].max():.3g}×"
+        notes.append(
+            f"`{name}` on four GPUs against one: {found} (speed-up {band} over the sweep and the band)"
+        )
+    models = set(verdicts["model"])
+    agree = []
+    for name, word in SEED_SAID.items():
+        if name in models and verdicts.loc[verdicts["model"] == name, "faster"].eq(word + WHATEVER).all():
+            agree.append(name)
+    disagree = [name for name in SEED_SAID if name in models and name not in agree]
+    if not disagree:
+        ending = "Both agree with the seed's verdicts, over the whole band."
+    else:
+        ending = (f"{listing([f'`{n}`' for n in disagree])} does not agree with the seed's verdict at every "
+                  "batch over the whole band: the table says where, and which input decides it.")  # fmt: skip
+    return {"seed_verdict_note": "; ".join(notes) + ". " + ending,
+            "seed_agrees": "agree" if not disagree else "do not all agree"}  # fmt: skip
