@@ -80,6 +80,8 @@ Compute = Callable[[int], dict]  # per-GPU batch → forward, backward and optim
 def roofline_compute(model: str, gpu: GPU, scenario: Scenario = CENTRAL) -> Compute:
     """The roofline's forward, backward and optimizer seconds of ``model`` on ``gpu`` at a batch."""
 
+    scenario = replace(scenario, link="central", measured="central")  # neither changes one GPU's step
+
     def phases(batch: int) -> dict:
         step = roofline_step(model, batch, gpu, scenario)
         return {phase: step[f"{phase}_seconds"] for phase in ("forward", "backward", "optimizer")}

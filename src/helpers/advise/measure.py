@@ -1,0 +1,202 @@
+"""This machine's own numbers in place of assumptions (``--measure``, chapter 7): single-device step times
+of a counted model at two or more batches (its real compute slope and fixed cost), each phase timed, in
+independent runs, and the all-reduce's α and β over the visible devices (NCCL across GPUs, Gloo across
+CPU ranks otherwise: ``costmodel.timemodel.stored_all_reduce_alpha_beta``). Every measurement goes
+through the results store, so a rerun on the same machine and code reuses it.
+
+From them: the time model of this machine for the model (``time_model``: what ``validate`` checks), and,
+on a GPU the roofline knows, lines through the measured steps that replace the roofline for that GPU
+(``measured_computes``).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from helpers.advise.counting import AdviseError, Counted
+from helpers.costmodel import recommend, timemodel
+from helpers.costmodel.specs import gpu_key
+from helpers.dataparallel import stored_copy_calibration
+from helpers.hardware import usable_cores
+from helpers.profiling import PhaseClock
+from helpers.results import ResultStore
+from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_step
+
+
+def synthetic_loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """A loss for any output: the mean square (the backward pass costs what the model's layers cost)."""
+    return output.float().square().mean()
+
+
+def time_steps(
+    model: nn.Module,
+    input_shape,
+    batch: int,
+    *,
+    optimizer: str = "adam",
+    dtype: str = "float32",
+    device: str = "cpu",
+    timed_steps: int = 5,
+    seed: int = 0,
+) -> dict:
+    """Every phase of ``timed_steps`` training steps of a copy of ``model`` on random inputs of
+    ``batch`` samples, after ``WARMUP_STEPS``: forward (with the loss), backward and optimizer seconds per
+    step (host clock; on a GPU, CUDA events), and their sum."""
+    target = pick_device(device)
+    torch.manual_seed(seed)
+    model = copy.deepcopy(model).to(target).train()
+    optim = make_optimizer(optimizer, model.parameters(), 1e-3)
+    inputs = torch.randn(batch, *input_shape, device=target)
+    autocast = torch.bfloat16 if dtype == "bf16" else None
+    phases = {"forward": [], "backward": [], "optimizer": []}
+    for step in range(WARMUP_STEPS + timed_steps):
+        clock = PhaseClock(target)
+        training_step(model, optim, inputs, None, synthetic_loss, autocast, phase=clock)
+        if step >= WARMUP_STEPS:
+            for name, (host, on_device) in clock.seconds().items():
+                phases[name].append(on_device if on_device is not None else host)
+    steps = [sum(parts) for parts in zip(*phases.values(), strict=True)]
+    return {
+        "step_seconds": statistics.median(steps),
+        "step_seconds_all": steps,
+        **{f"{name}_seconds": statistics.median(values) for name, values in phases.items()},
+        "method": f"median of {timed_steps} steps of random inputs after {WARMUP_STEPS} warm-up steps, "
+        "each phase timed",
+    }
+
+
+def stored_step_timing(store: ResultStore, spec: str, counted: Counted, batch: int, **settings) -> dict:
+    """``time_steps`` through the store, keyed by the model's spec and counted costs, the batch, the
+    threads and the settings."""
+    settings.setdefault("device", "cpu")
+    config = {
+        "kind": "advise_step_timing",
+        "spec": spec,
+        "model": counted.name,
+        "input_shape": list(counted.input_shape),
+        "dtype": counted.dtype,
+        "optimizer": counted.optimizer,
+        "batch_size": batch,
+        "threads": torch.get_num_threads(),
+        **settings,
+    }
+    return store.measure(
+        config,
+        lambda: time_steps(
+            counted.module,
+            counted.input_shape,
+            batch,
+            optimizer=counted.optimizer,
+            dtype=counted.dtype,
+            **settings,
+        ),
+    )
+
+
+def measure_steps(
+    store: ResultStore,
+    spec: str,
+    counted: Counted,
+    batches,
+    *,
+    thread_counts=None,
+    device: str = "cpu",
+    repeats: int = 3,
+    timed_steps: int = 5,
+    time_limit_seconds: float = 600,
+) -> pd.DataFrame:
+    """Single-device step times at every batch (two or more), thread count (default: every count a rank of
+    k ranks on this machine's cores gets, and all cores) and run (``repeats`` seeds): one row per run.
+    Past ``time_limit_seconds`` it stops with what it measured stored (a rerun reuses it)."""
+    if len(set(batches)) < 2:
+        raise ValueError("a compute line needs step times at two or more batches")
+    cores = usable_cores()
+    thread_counts = thread_counts or sorted({cores, max(1, cores // 2), 1}) if device == "cpu" else [cores]
+    before, rows = torch.get_num_threads(), []
+    work = [(t, b, r) for t in thread_counts for b in batches for r in range(repeats)]
+    deadline = time.monotonic() + time_limit_seconds
+    try:
+        for threads, batch, seed in tqdm(work, desc=f"step times of {counted.name}"):
+            if time.monotonic() > deadline:
+                raise AdviseError(
+                    f"measuring passed its {time_limit_seconds:.0f} s limit; what it measured is "
+                    "stored and a rerun reuses it (or measure smaller batches)"
+                )
+            torch.set_num_threads(threads)
+            record = stored_step_timing(
+                store, spec, counted, batch, device=device, timed_steps=timed_steps, seed=seed
+            )
+            rows.append(
+                {
+                    "model": counted.name,
+                    "threads": threads,
+                    "batch_size": batch,
+                    "seed": seed,
+                    "device": record["config"]["device"],
+                    **record["result"],
+                }
+            )
+    finally:
+        torch.set_num_threads(before)
+    return pd.DataFrame(rows)
+
+
+def time_model(
+    store: ResultStore, steps: pd.DataFrame, parameters: int, backend: str = "gloo", device: str = "cpu"
+) -> timemodel.TimeModel:
+    """This machine's time model for the measured model: its compute lines (``timemodel.fit_compute``
+    across runs), the all-reduce's α and β on two ranks of ``backend``, a copy's speed (DataParallel's) and
+    the optimizer's measured seconds per parameter at each thread count."""
+    link = timemodel.stored_all_reduce_alpha_beta(store, backend, device)
+    copy_record = stored_copy_calibration(store, device="cuda:0" if device == "cuda" else "cpu")
+    optimizer = (steps.groupby("threads")["optimizer_seconds"].median() / parameters).to_dict()
+    return timemodel.TimeModel(
+        compute=timemodel.fit_compute(steps),
+        alpha_seconds=link["alpha_seconds"],
+        seconds_per_byte=link["seconds_per_byte"],
+        copy_seconds_per_byte=copy_record["result"]["seconds_per_byte"],
+        optimizer_seconds_per_parameter=optimizer,
+        cores=usable_cores(),
+        device_type=device,
+    )
+
+
+def measured_computes(steps: pd.DataFrame) -> dict:
+    """Lines through single-GPU step times measured on a GPU the roofline knows (``recommend``'s form):
+    they replace the roofline for that GPU in every prediction. Empty on a CPU or an unknown GPU."""
+    gpu_steps = steps[steps["device"].str.startswith("cuda")]
+    if gpu_steps.empty or not torch.cuda.is_available():
+        return {}
+    key = gpu_key(torch.cuda.get_device_name(0))
+    if key is None:
+        return {}
+    frame = (
+        gpu_steps.groupby(["model", "batch_size"])["step_seconds"].agg(["median", "min", "max"]).reset_index()
+    )
+    frame = frame.rename(
+        columns={"batch_size": "batch", "median": "step_seconds", "min": "step_min", "max": "step_max"}
+    ).assign(gpu=key)
+    return recommend.measured_computes(frame)
+
+
+def step_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """The measured step times for reading: per thread count and batch, the median run and the range."""
+    grouped = steps.groupby(["threads", "batch_size"])["step_seconds"]
+    return pd.DataFrame(
+        {
+            "threads": [t for t, _ in grouped.groups],
+            "batch": [b for _, b in grouped.groups],
+            "step (ms)": [
+                f"{m * 1e3:.3g} ({lo * 1e3:.3g}–{hi * 1e3:.3g})"
+                for m, lo, hi in zip(grouped.median(), grouped.min(), grouped.max(), strict=True)
+            ],
+            "runs": grouped.size().tolist(),
+        }
+    )

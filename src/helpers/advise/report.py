@@ -1,0 +1,237 @@
+"""The advice as a reader reads it (chapter 7): a terminal table whose columns fit their contents, the JSON
+with every number and its source (counted, measured or assumed, an assumption with its source and date),
+and a figure of speed-up against the dollars of a result, each with its band."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from helpers.advise.counting import Counted
+from helpers.advise.predict import Advice
+from helpers.costmodel import figures, specs
+from helpers.results import write_json_atomically
+
+PREDICTED = "predicted: chapter 5's roofline and links, a band over the inputs in `assumptions`"
+
+
+def megabytes(nbytes: float) -> str:
+    """Bytes in MiB, or GiB from 1 GiB, two decimals at most."""
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def plain(value: float) -> str:
+    """Three significant digits without an exponent: 0.000115, 12.3, 4,520."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
+
+
+def band(central: float, low: float, high: float, scale: float = 1.0) -> str:
+    """ "12.3 (8.1–20)" to three significant digits; "–" for no value."""
+    if central is None or (isinstance(central, float) and math.isnan(central)):
+        return "–"
+    return f"{plain(central * scale)} ({plain(low * scale)}–{plain(high * scale)})"
+
+
+def duration(seconds: float) -> str:
+    """Seconds, minutes or hours, whichever reads best."""
+    if seconds < 120:
+        return f"{plain(seconds)} s"
+    return f"{plain(seconds / 60)} min" if seconds < 7200 else f"{plain(seconds / 3600)} h"
+
+
+def text_table(frame: pd.DataFrame) -> str:
+    """Rows of text as aligned columns: each as wide as its widest cell, numbers to the right."""
+    cells = [[str(value) for value in row] for row in frame.itertuples(index=False)]
+    headers = [str(column) for column in frame.columns]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    numeric = (
+        [
+            all(c.replace(".", "", 1).replace(",", "").isdigit() for c in column) and column
+            for column in zip(*cells, strict=True)
+        ]
+        if cells
+        else [False] * len(headers)
+    )
+
+    def line(values) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        )
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(row) for row in cells)]).rstrip()
+
+
+def machine_view(advice: Advice) -> pd.DataFrame:
+    """Per machine (DDP): step, speed-up, cost multiplier, hours and dollars per epoch, the verdicts."""
+    rows = []
+    for r in advice.machines.itertuples():
+        dollars = (
+            "–"
+            if math.isnan(r.dollars_per_run)
+            else band(r.dollars_per_run, r.dollars_per_run_low, r.dollars_per_run_high)
+        )
+        rows.append(
+            {
+                "machine": r.machine,
+                "GPUs": r.gpus,
+                "per GPU": r.per_gpu_batch,
+                "step (ms)": band(r.step_seconds, r.step_seconds_low, r.step_seconds_high, 1e3),
+                "speed-up (×)": band(r.speedup, r.speedup_low, r.speedup_high),
+                "$ over 1 GPU (×)": band(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high),
+                "epoch": duration(r.epoch_seconds),
+                "$ per epoch": dollars,
+                "basis": r.basis,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def method_view(advice: Advice) -> pd.DataFrame:
+    """Per multi-GPU machine and method: step with its band, the busiest device's bytes, the largest batch."""
+    shown = advice.methods[advice.methods["GPUs"] > 1]
+    return pd.DataFrame(
+        {
+            "machine": shown["machine"],
+            "method": shown["method"],
+            "step (ms)": [
+                band(c, lo, hi, 1e3)
+                for c, lo, hi in zip(
+                    shown["step_seconds"], shown["step_seconds_low"], shown["step_seconds_high"], strict=True
+                )
+            ],
+            "memory per device": [
+                f"{megabytes(b)} of {megabytes(m)}" + ("" if fits else " (does not fit)")
+                for b, m, fits in zip(
+                    shown["device_bytes"], shown["gpu_memory_bytes"], shown["fits"], strict=True
+                )
+            ],
+            "largest batch per GPU": shown["largest_batch_per_gpu"].map("{:,}".format),
+        }
+    )
+
+
+def condition_view(advice: Advice) -> pd.DataFrame:
+    """The two conditions on the per-GPU batch, per machine, with their bands."""
+    c = advice.conditions
+
+    def whole(value) -> str:
+        return "never" if math.isinf(value) else f"{int(value):,}"
+
+    return pd.DataFrame(
+        {
+            "machine": c["machine"],
+            "b* all-reduce hidden": [
+                f"{whole(v)} ({whole(lo)}–{whole(hi)})"
+                for v, lo, hi in zip(c["hide"], c["hide_low"], c["hide_high"], strict=True)
+            ],
+            "b* above fixed cost": [
+                f"{whole(v)} ({whole(lo)}–{whole(hi)})"
+                for v, lo, hi in zip(c["floor"], c["floor_low"], c["floor_high"], strict=True)
+            ],
+            "per GPU here": [advice.global_batch // k for k in c["gpus"]],
+        }
+    )
+
+
+def summary_lines(counted: Counted, advice: Advice) -> list[str]:
+    """What was counted, in words, with the settings of the advice."""
+    state = counted.optimizer_state_bytes
+    shape = tuple(counted.input_shape)
+    return [
+        f"{counted.name}: {counted.parameters:,} parameters, input {shape}, {counted.dtype}, "
+        f"{counted.optimizer} (counted)",
+        f"  gradients {megabytes(counted.gradient_bytes)}, optimizer state {megabytes(state)}, kept for "
+        f"backward {megabytes(counted.activation_bytes_per_sample)} per sample (counted)",
+        f"  training {counted.training_flops_per_sample / 1e9:.3g} GFLOP per sample in products and "
+        "convolutions (counted by torch.utils.flop_counter)",
+        f"Global batch {advice.global_batch}, an epoch of {advice.samples:,} samples. Figures are "
+        "PREDICTIONS (chapter 5's roofline), central (lowest–highest) over the uncertain inputs.",
+    ]
+
+
+def render(advice: Advice, measured: pd.DataFrame | None = None) -> str:
+    """The whole advice as terminal text."""
+    applies = advice.reasons[advice.reasons["applies"]]
+    parts = [
+        "\n".join(summary_lines(advice.counted, advice)),
+        "DDP on each machine (speed-up and dollars against one GPU of the same kind):\n"
+        + text_table(machine_view(advice)),
+        "Every method on the multi-GPU machines (busiest device):\n" + text_table(method_view(advice)),
+        "The per-GPU batch each machine needs (b*: hide the all-reduce; outgrow the fixed cost):\n"
+        + text_table(condition_view(advice)),
+        "Verdicts:\n" + "\n".join(f"- {v}" for v in advice.verdicts),
+        "Why multi-GPU training can be slower than one GPU, for this model at this batch (what applies):\n"
+        + (
+            "\n".join(f"- {r.machine}: {r.reason}: {r.number}" for r in applies.itertuples())
+            or "- none applies"
+        ),
+    ]
+    if measured is not None and len(measured):
+        parts.append("Measured on this machine:\n" + text_table(measured))
+    if advice.skipped:
+        parts.append("Left out: " + "; ".join(advice.skipped))
+    return "\n\n".join(parts)
+
+
+def _numbers(frame: pd.DataFrame, origin: str) -> list[dict]:
+    """A frame's rows as JSON objects, each saying where its numbers come from (``origin``); rows that
+    carry their own ``source`` and ``date`` (assumptions) keep them."""
+    rows = json.loads(frame.to_json(orient="records"))
+    return [{**row, "origin": origin} for row in rows]
+
+
+def as_json(
+    advice: Advice, measured: pd.DataFrame | None = None, validation: pd.DataFrame | None = None
+) -> dict:
+    """Every number of the advice with its source: counted, measured, or predicted from assumptions listed
+    with their sources and dates."""
+    counted = advice.counted
+    count = {
+        name: {"value": value, "origin": "counted"}
+        for name, value in {
+            "parameters": counted.parameters,
+            "gradient_bytes": counted.gradient_bytes,
+            "optimizer_state_bytes": counted.optimizer_state_bytes,
+            "activation_bytes_per_sample": counted.activation_bytes_per_sample,
+            "activation_bytes_fixed": counted.activation_bytes_fixed,
+            "training_flops_per_sample": counted.training_flops_per_sample,
+        }.items()
+    }
+    return {
+        "model": counted.name,
+        "input_shape": list(counted.input_shape),
+        "dtype": counted.dtype,
+        "optimizer": counted.optimizer,
+        "global_batch": advice.global_batch,
+        "samples_per_epoch": advice.samples,
+        "counted": count,
+        "layers": _numbers(counted.layer_table(), "counted"),
+        "assumptions": _numbers(specs.assumptions_table(), "assumed"),
+        "machines": _numbers(advice.machines, PREDICTED),
+        "methods": _numbers(advice.methods, PREDICTED),
+        "conditions": _numbers(advice.conditions, PREDICTED),
+        "reasons": _numbers(advice.reasons, PREDICTED),
+        "verdicts": advice.verdicts,
+        "left_out": advice.skipped,
+        "measured": _numbers(measured, "measured on this machine") if measured is not None else [],
+        "validation": _numbers(validation, "measured on this machine") if validation is not None else [],
+    }
+
+
+def write_json(path: Path, advice: Advice, measured=None, validation=None) -> None:
+    write_json_atomically(Path(path), as_json(advice, measured, validation))
+
+
+def write_figure(path: Path, advice: Advice) -> None:
+    """Speed-up against the dollars of a result over one GPU's, per machine with a one-GPU offer."""
+    figure = figures.plot_renter_choice(
+        advice.machines,
+        f"{advice.counted.name}, global batch {advice.global_batch}: speed-up against dollars",
+    )
+    figure.savefig(path, dpi=120, bbox_inches="tight")

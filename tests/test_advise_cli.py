@@ -1,0 +1,104 @@
+"""python -m helpers.advise: one command on a model in a reader's file or one of the book's; bad input is
+one line and exit 2; --json round-trips; --measure and --validate measure here, within their limits."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers.advise import __main__ as cli
+from helpers.advise import counting, measure, validate
+from helpers.results import ResultStore
+
+TINY = """from torch import nn
+
+
+def build():
+    return nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
+"""
+
+
+@pytest.fixture
+def in_a_project(tmp_path, monkeypatch):
+    """The reader's directory: a model file, and the results folder the command measures into."""
+    (tmp_path / "my_models.py").write_text(TINY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_the_command_advises_on_a_model_in_a_file_and_writes_its_json(in_a_project, capsys):
+    assert cli.main(["my_models:build", "--input-shape", "6", "--batch", "16", "--gpus", "1,4",
+                     "--optimizer", "sgd", "--json", "advice.json"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert (
+        printed.startswith("my_models:build [")
+        and "38 parameters" in printed
+        and "AWS g6.12xlarge" in printed
+    )
+    found = json.loads((in_a_project / "advice.json").read_text())
+    assert found["counted"]["training_flops_per_sample"] == {"value": 144, "origin": "counted"}
+    assert found["global_batch"] == 16 and found["optimizer"] == "sgd" and found["measured"] == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["my_models:build", "--batch", "16"], "--input-shape is needed for a model of your own"),
+        (["my_models:build", "--input-shape", "6", "--batch", "10", "--gpus", "1,4"],
+         "a global batch of 10 does not divide over 4 GPUs"),
+        (["my_models:build", "--input-shape", "7", "--batch", "16"],
+         "the forward pass rejects input shape (N, 7)"),
+        (["nowhere:build", "--input-shape", "6", "--batch", "16"], "cannot import 'nowhere'"),
+        (["ConvNet", "--batch", "16", "--dtype", "fp16"], "dtype 'fp16' is not one of float32, bf16"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_nothing_runs(in_a_project, capsys, arguments, message):
+    assert cli.main(arguments) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"advise: error: {message}") and error.count("\n") == 1
+
+
+def test_the_book_s_model_by_name_as_a_process(in_a_project):
+    """The command as a reader types it, in a fresh process: under 10 s of work on this machine."""
+    command = [sys.executable, "-m", "helpers.advise", "ConvNet", "--batch", "64", "--gpus", "1,8"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ConvNet: 376,200 parameters") and "Verdicts:" in done.stdout
+    seconds = float(done.stdout.rstrip().rsplit("(", 1)[1].split(" s)")[0])
+    assert seconds < 10
+
+
+def test_measuring_here_gives_lines_across_runs_and_stops_at_its_limit(in_a_project):
+    store = ResultStore("advise-test", root=in_a_project / "results")
+    counted = counting.count(counting.load_model("my_models:build"), (6,), label="tiny measured")
+    steps = measure.measure_steps(store, "my_models:build", counted, [2, 8], thread_counts=[1], repeats=2,
+                                  timed_steps=2)  # fmt: skip
+    assert len(steps) == 4 and set(steps["batch_size"]) == {2, 8} and set(steps["seed"]) == {0, 1}
+    assert (steps[["forward_seconds", "backward_seconds", "optimizer_seconds"]] > 0).all().all()
+    again = measure.measure_steps(store, "my_models:build", counted, [2, 8], thread_counts=[1], repeats=2,
+                                  timed_steps=2)  # fmt: skip
+    assert again["step_seconds_all"].tolist() == steps["step_seconds_all"].tolist()  # reused, not re-timed
+    with pytest.raises(counting.AdviseError, match="passed its 0 s limit; what it measured is stored"):
+        measure.measure_steps(
+            store, "my_models:build", counted, [3, 5], thread_counts=[1], time_limit_seconds=0
+        )
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_validate_launches_real_ddp_on_two_gloo_ranks_and_compares(in_a_project):
+    store = ResultStore("advise-test", root=in_a_project / "results")
+    counted = counting.count(counting.load_model("my_models:build"), (6,), label="tiny validated")
+    steps = measure.measure_steps(store, "my_models:build", counted, [4, 8], repeats=2, timed_steps=2)
+    model_time = measure.time_model(store, steps, counted.parameters)
+    table = validate.validate(store, "my_models:build", counted, 8, [2], model_time, launches=1,
+                              timed_steps=2, time_limit_seconds=120)  # fmt: skip
+    row = table.iloc[0]
+    assert (row["ranks"], row["launches"], row["global_batch"]) == (2, 1, 8)
+    assert row["measured_seconds"] > 0 and row["predicted_seconds"] > 0
+    assert row["error_percent"] == pytest.approx(
+        (row["predicted_seconds"] / row["measured_seconds"] - 1) * 100
+    )
+    launches = store.records("advise_validation")
+    assert len(launches) == 1 and launches[0]["config"]["world_size"] == 2

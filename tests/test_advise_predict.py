@@ -1,0 +1,98 @@
+"""helpers.advise.predict and report: the advice for the book's models is chapter 5's; verdicts and
+reasons come with their numbers; what cannot be priced is refused or left out with the reason."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from helpers.advise import counting, predict, report
+from helpers.costmodel import recommend
+from helpers.sharding.memory import per_rank_bytes
+
+MACHINES = ("AWS p5.4xlarge", "AWS p5.48xlarge", "AWS g6.xlarge", "AWS g6.48xlarge")
+
+
+@pytest.fixture(scope="module")
+def linear_advice():
+    return predict.advise(counting.count_book_model("LinearNet"), 16, gpu_counts=(1, 8), samples=2700)
+
+
+def test_the_advice_for_a_book_model_equals_chapter_5_s_prediction(linear_advice):
+    chapter_five = recommend.summarize(
+        recommend.scenario_predictions(("LinearNet",), MACHINES, (16,), samples=2700, epochs=1)
+    ).set_index("machine")
+    advice = linear_advice.machines.set_index("machine").loc[list(MACHINES)]
+    for column in ("step_seconds", "speedup_low", "speedup_high", "cost_multiplier", "dollars_per_run"):
+        pd.testing.assert_series_equal(advice[column], chapter_five[column], check_names=False)
+    assert (advice["faster"] == chapter_five["faster"]).all()
+
+
+def test_only_machines_of_the_asked_sizes_with_their_one_gpu_offer_and_the_rest_said(linear_advice):
+    machines = set(linear_advice.machines["machine"])
+    assert {"AWS p5.48xlarge", "AWS p5.4xlarge", "AWS g6.48xlarge", "AWS g6.xlarge"} <= machines
+    assert not {"AWS g6.12xlarge", "AWS p3.8xlarge"} & machines  # four GPUs were not asked for
+    chosen, skipped = predict.machines_for((2, 8), "bf16")
+    assert "2 GPUs: no machine of that size in chapter 5's table of real configurations" in skipped
+    assert "AWS p3.16xlarge: the V100 SXM2 16 GB has no bfloat16 tensor cores" in skipped
+    assert "AWS p3.16xlarge" not in chosen and "AWS p5.48xlarge" in chosen
+
+
+def test_every_method_s_memory_is_the_sharding_arithmetic_plus_its_activations(linear_advice):
+    rows = linear_advice.methods.set_index(["machine", "method"])
+    fsdp = rows.loc[("AWS p5.48xlarge", "ZeRO-3 (FSDP)")]
+    busiest = max(
+        per_rank_bytes("LinearNet", 3, 8), key=lambda r: r["parameters"] + r["gradients"] + r["optimizer"]
+    )
+    held = busiest["parameters"] + busiest["gradients"] + busiest["optimizer"]
+    # 16 over 8 GPUs: 2 samples each, 52,440 B kept for backward a sample (and none per step)
+    assert fsdp["state_bytes"] == held and fsdp["device_bytes"] == held + 2 * 52_440
+    ddp = rows.loc[("AWS p5.48xlarge", "DDP")]
+    assert ddp["state_bytes"] == 12_102_220 * 16 + 8 * 4  # weights, gradients, two moments, 8 step counters
+    assert fsdp["step_seconds_high"] >= ddp["step_seconds_high"]  # FSDP's all-gather at most adds
+    assert fsdp["largest_batch_per_gpu"] > ddp["largest_batch_per_gpu"]
+
+
+def test_each_reason_comes_with_its_number_and_whether_it_applies(linear_advice):
+    reasons = linear_advice.reasons.set_index(["machine", "reason"])["applies"]
+    # LinearNet's 48 MB gradient over PCIe takes longer than 2 samples' backward on an L4: it applies
+    assert reasons[("AWS g6.48xlarge", "gradient exchange longer than backward on this link")]
+    assert reasons[("AWS g6.48xlarge", "per-GPU batch below b*, the all-reduce not hidden")]
+    fixed = linear_advice.reasons.query("reason.str.startswith('a fixed number')", engine="python")
+    assert fixed["number"].str.contains("the same number of steps gives more epochs, not less time").all()
+    sentence = next(v for v in linear_advice.verdicts if v.startswith("8 × L4 (AWS g6.48xlarge)"))
+    assert "slower whatever the inputs" in sentence and "the all-reduce is not hidden below" in sentence
+
+
+@pytest.mark.parametrize(
+    ("batch", "gpus", "message"),
+    [
+        (10, (1, 4), "a global batch of 10 does not divide over 4"),
+        (0, (1,), "batch must be a positive integer"),
+    ],
+)
+def test_a_batch_that_does_not_divide_is_refused(batch, gpus, message):
+    with pytest.raises(counting.AdviseError, match=message):
+        predict.check_batch(batch, gpus)
+
+
+def test_the_report_reads_as_aligned_columns_and_the_json_keeps_every_source(linear_advice, tmp_path):
+    table = report.text_table(pd.DataFrame({"machine": ["a", "bbb"], "GPUs": [1, 8]}))
+    assert table.splitlines() == ["machine  GPUs", "-------  ----", "a           1", "bbb         8"]
+    text = report.render(linear_advice)
+    assert "DDP on each machine" in text and "AWS p5.48xlarge" in text and "PREDICTIONS" in text
+    path = tmp_path / "advice.json"
+    report.write_json(path, linear_advice)
+    found = json.loads(path.read_text())
+    assert found["counted"]["parameters"] == {"value": 12_102_220, "origin": "counted"}
+    assert {row["origin"] for row in found["machines"]} == {report.PREDICTED}
+    assumed = {row["input"]: row for row in found["assumptions"]}["host time per eager PyTorch op"]
+    assert assumed["origin"] == "assumed" and assumed["source"].startswith("a bare CUDA launch")
+    assert assumed["date"] == "2026-11-24" and assumed["low"] == 5e-6
+    p5 = next(row for row in found["machines"] if row["machine"] == "AWS p5.48xlarge")
+    assert math.isclose(
+        p5["speedup"], linear_advice.machines.set_index("machine").loc["AWS p5.48xlarge", "speedup"]
+    )
+    report.write_figure(tmp_path / "advice.png", linear_advice)
+    assert (tmp_path / "advice.png").stat().st_size > 10_000
