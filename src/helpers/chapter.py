@@ -14,6 +14,7 @@ from collections.abc import Callable
 from IPython.display import display
 
 from helpers import plotting
+from helpers.costmodel.configurations import BY_NAME
 from helpers.costmodel.money import exact
 from helpers.costmodel.specs import GPUS
 from helpers.hardware import describe
@@ -97,6 +98,12 @@ RULES: list[tuple[str, Callable, str]] = [
     (".*compressions", _list_of(lambda v: v in (None, "fp16", "bf16")), "a list of None, 'fp16', 'bf16'"),
     (".*lr", lambda v: _number(v) and v > 0, "a positive learning rate"),
     ("lightning", lambda v: isinstance(v, bool), "True or False"),
+    (
+        "held_out_specs",
+        _list_of(lambda v: isinstance(v, str) and ":" in v),
+        "a list of module:callable factories of models",
+    ),
+    ("example_machine", lambda v: v in BY_NAME, "a machine of chapter 5's table of configurations"),
 ]
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from helpers import ddp, lightning_ddp, scaling
+from helpers.advise.validate import MODULE as ADVISE
 from helpers.collectives.model import BENCHMARK_OPERATIONS, bus_bandwidth_factor
 from helpers.collectives.runs import WORKER as COLLECTIVES
 from helpers.collectives.runs import check_benchmark_world_sizes, collective_config
@@ -510,6 +511,33 @@ def chapter_six(p: dict, machine: Machine) -> list[Item]:
     return items
 
 
+# chapter 7 on this 2-core machine: counting a held-out model 1.6-2.7 s; one batch timed (8 steps) and a
+# DDP launch's steps of the small models well under a second each: rounded up
+COUNT_SECONDS, TIMING_SECONDS = 5.0, 2.0
+
+
+def chapter_seven(p: dict, machine: Machine) -> list[Item]:
+    """Counting and timing each held-out model (single-process work), then its DDP launches: each rank
+    count ``launches`` times, through ``helpers.advise.validate``'s worker with the launcher's rules."""
+
+    chapter, device = "07_your_model", _device(p, machine)
+    items = []
+    for spec in p["held_out_specs"]:
+        name = spec.rsplit(":", 1)[-1]
+        timings = len({p["global_batch"] // k for k in p["world_sizes"]}) * p["calibration_repeats"]
+        items.append(Item(chapter, f"count and time {name}", None, None, 0, device,
+                          fixed_seconds=COUNT_SECONDS + TIMING_SECONDS * timings))  # fmt: skip
+        for k in p["world_sizes"]:
+            config = {"spec": spec, "global_batch_size": p["global_batch"], "backend": p["backend"],
+                      "device": device, "input_shape": [1, 12_000], "dtype": "float32", "optimizer": "adam",
+                      "bucket_cap_mb": 25, "warmup_steps": WARMUP_STEPS, "timed_steps": p["timed_steps"],
+                      "timeout_seconds": 60}  # fmt: skip
+            items.append(Item(chapter, f"DDP of {name}, {k} rank(s)", None, p["global_batch"] // k, 0, device,
+                              Request(ADVISE, k, config), fixed_seconds=TIMING_SECONDS,
+                              repeats=p["launches"]))  # fmt: skip
+    return items
+
+
 CHAPTERS = {
     "01_single_device": chapter_one,
     "02_dataparallel_internals": chapter_two,
@@ -517,6 +545,7 @@ CHAPTERS = {
     "04_collectives": chapter_four,
     "05_cost_model": chapter_five,
     "06_scaling": chapter_six,
+    "07_your_model": chapter_seven,
 }
 
 

@@ -190,6 +190,11 @@ class Counted:
     optimizer: str
 
     @property
+    def label(self) -> str:
+        """The name without the digest of its costs, for tables."""
+        return self.name.split(" [")[0]
+
+    @property
     def parameters(self) -> int:
         return self.costs.parameters
 

@@ -2,7 +2,7 @@
 like the book's two, so they train on the same data, and neither looks like them.
 
 - ``MelCNN``: a log-mel spectrogram computed inside the model (``torchaudio.transforms.MelSpectrogram``,
-  40 mel bands, 25 ms windows every 10 ms) and a small 2-D CNN over it: a few hundred thousand FLOPs per
+  40 mel bands, 25 ms windows every 20 ms) and a small 2-D CNN over it: a few hundred thousand FLOPs per
   parameter, almost all of them in convolutions.
 - ``WaveTransformer``: the waveform cut into 60 frames of 200 samples (25 ms), each embedded linearly, with
   a learned position, through two Transformer encoder layers; the mean over time classifies. Its matrix

@@ -118,7 +118,8 @@ def measure_steps(
     if len(set(batches)) < 2:
         raise ValueError("a compute line needs step times at two or more batches")
     cores = usable_cores()
-    thread_counts = thread_counts or sorted({cores, max(1, cores // 2), 1}) if device == "cpu" else [cores]
+    if thread_counts is None:  # on a CPU, every count a rank of k ranks on these cores gets; a GPU: all
+        thread_counts = sorted({cores, max(1, cores // 2), 1}) if device == "cpu" else [cores]
     before, rows = torch.get_num_threads(), []
     work = [(t, b, r) for t in thread_counts for b in batches for r in range(repeats)]
     deadline = time.monotonic() + time_limit_seconds
@@ -152,10 +153,15 @@ def time_model(
     store: ResultStore, steps: pd.DataFrame, parameters: int, backend: str = "gloo", device: str = "cpu"
 ) -> timemodel.TimeModel:
     """This machine's time model for the measured model: its compute lines (``timemodel.fit_compute``
-    across runs), the all-reduce's α and β on two ranks of ``backend``, a copy's speed (DataParallel's) and
-    the optimizer's measured seconds per parameter at each thread count."""
+    across runs), the all-reduce's α and β on two ranks of ``backend``, a copy's speed (DataParallel's),
+    the optimizer's measured seconds per parameter at each thread count, and where ranks run: NCCL ranks
+    each on their own GPU (with the GPU-to-GPU copy measured), Gloo ranks sharing this machine's first
+    device."""
     link = timemodel.stored_all_reduce_alpha_beta(store, backend, device)
-    copy_record = stored_copy_calibration(store, device="cuda:0" if device == "cuda" else "cpu")
+    one = "cuda:0" if device == "cuda" else "cpu"
+    copy_record = stored_copy_calibration(store, device=one)
+    devices = torch.cuda.device_count() if device == "cuda" and backend == "nccl" else 1
+    peer = stored_copy_calibration(store, device="cuda:0", to="cuda:1") if devices > 1 else None
     optimizer = (steps.groupby("threads")["optimizer_seconds"].median() / parameters).to_dict()
     return timemodel.TimeModel(
         compute=timemodel.fit_compute(steps),
@@ -165,6 +171,8 @@ def time_model(
         optimizer_seconds_per_parameter=optimizer,
         cores=usable_cores(),
         device_type=device,
+        devices=devices,
+        peer_copy_seconds_per_byte=peer["result"]["seconds_per_byte"] if peer else None,
     )
 
 

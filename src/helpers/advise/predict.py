@@ -144,6 +144,10 @@ def predictions(counted: Counted, global_batch: int, machines: list[str], sample
     return summary
 
 
+def samples(count: int) -> str:
+    return f"{count} sample" + ("s" if count != 1 else "")
+
+
 def verdict_sentences(summary: pd.DataFrame, conditions: pd.DataFrame, global_batch: int) -> list[str]:
     """One sentence per multi-GPU machine: speed-up and cost multiplier with their bands, the verdicts that
     hold over the band, and where the all-reduce stops being hidden."""
@@ -163,10 +167,10 @@ def verdict_sentences(summary: pd.DataFrame, conditions: pd.DataFrame, global_ba
                 text += "; the all-reduce is never hidden behind backward at the central values"
             elif per_gpu < hide:
                 text += (
-                    f"; the all-reduce is not hidden below {int(hide)} samples per GPU (you give {per_gpu})"
+                    f"; the all-reduce is not hidden below {int(hide)} per GPU (this batch gives {per_gpu})"
                 )
             else:
-                text += f"; the all-reduce hides behind backward from {int(hide)} per GPU"
+                text += f"; the all-reduce hides behind backward from {samples(int(hide))} per GPU"
         found.append(text + ".")
     return found
 

@@ -235,3 +235,37 @@ def write_figure(path: Path, advice: Advice) -> None:
         f"{advice.counted.name}, global batch {advice.global_batch}: speed-up against dollars",
     )
     figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
+    """Models side by side as the cost model sees them: parameters, training FLOPs and host ops per step,
+    bytes kept for backward per sample, and FLOPs per byte of gradient (what decides whether the
+    all-reduce can hide behind compute)."""
+    rows = []
+    for name, c in counted.items():
+        layers = c.layer_table()
+        flops = c.training_flops_per_sample
+        rows.append({
+            "model": name, "parameters": f"{c.parameters:,}", "training MFLOP per sample": plain(flops / 1e6),
+            "host ops per step": int(layers["kernels"].sum()),
+            "kept for backward per sample (KiB)": plain(c.activation_bytes_per_sample / 2**10),
+            "gradient (MiB)": plain(c.gradient_bytes / 2**20),
+            "FLOPs per gradient byte, per sample": plain(flops / c.gradient_bytes),
+        })  # fmt: skip
+    return pd.DataFrame(rows).set_index("model")
+
+
+def held_out_sentences(table: pd.DataFrame) -> dict[str, str]:
+    """The held-out test in words (``validate.validate`` rows of several models): the mean absolute error
+    over every model and rank count with more than one rank, and each one's error with its interval."""
+    several = table[table["ranks"] > 1]
+    if several.empty:
+        return {"held_out_mape": "not measured", "held_out_detail": "no multi-rank launch ran here"}
+    mape = several["error_percent"].abs().mean()
+    parts = [
+        f"`{r.model}` on {r.ranks} ranks {r.error_percent:+.0f} % "
+        f"({r.error_low:+.0f} to {r.error_high:+.0f} %)"
+        for r in several.itertuples()
+    ]
+    return {"held_out_mape": f"{mape:.0f} %", "held_out_detail": "; ".join(parts),
+            "held_out_worst": f"{several['error_percent'].abs().max():.0f} %"}  # fmt: skip

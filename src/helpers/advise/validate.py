@@ -118,7 +118,7 @@ def validate(
         ratio = launch_speedup(runs, [[predicted]] * len(runs))  # measured over predicted, across launches
         rows.append(
             {
-                "model": counted.name,
+                "model": counted.label,
                 "ranks": k,
                 "global_batch": global_batch,
                 "predicted_seconds": predicted,
@@ -157,6 +157,16 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
             "error (%), 95 % interval": error,
         }
     )
+
+
+def as_validated(table: pd.DataFrame) -> pd.DataFrame:
+    """``validate``'s rows in the form chapter 5's figure of predicted against measured steps takes: one
+    panel per rank count, the launches' range as the measured spread."""
+    return pd.DataFrame({
+        "model": table["model"], "method": table["ranks"].map(lambda k: f"DDP, {k} rank(s)"),
+        "step_seconds": table["measured_seconds"], "predicted_seconds": table["predicted_seconds"],
+        "step_min": table["launch_low"], "step_max": table["launch_high"],
+    })  # fmt: skip
 
 
 if __name__ == "__main__":
