@@ -64,7 +64,7 @@ def test_benchmark_rows_and_reuse_through_the_store(tmp_path, no_leftovers, monk
     half = len(cores) // 2
     assert record["config"]["pin_cores"] is True
     assert record["result"]["cores_per_rank"] == [cores[:half], cores[half : 2 * half]]
-    assert runs.placement([record]).startswith("gloo, 2 ranks: each rank pinned to its own core(s) (")
+    assert runs.placement([record]).startswith("gloo, 2 ranks: pinned, rank 0 on core")
     monkeypatch.setattr(runs, "launch", lambda *a, **k: pytest.fail("launched again"))
     again = runs.stored_benchmark(store, 2, time_limit_seconds=120, **settings)
     assert again == record  # reused, not launched again
@@ -121,7 +121,9 @@ def test_fits_per_implementation_and_the_model_seconds_they_predict():
 
 def test_the_link_fit_is_on_two_ranks_and_pooling_is_asked_for():
     two, three = synthetic_benchmark(20e-6, 1e-9), synthetic_benchmark(20e-6, 1e-9, world_sizes=(3,))
-    slow = three.assign(seconds=three["seconds"] * 2)  # three ranks on two cores: everything takes twice
+    slow = three.assign(  # three ranks on two cores: everything takes twice as long
+        seconds=three["seconds"] * 2, seconds_all=[[2 * t for t in times] for times in three["seconds_all"]]
+    )
     frame = pd.concat([two, slow], ignore_index=True)
     link = runs.alpha_beta_fits(frame, world_sizes=[runs.LINK_FIT_WORLD_SIZE])
     assert runs.LINK_FIT_WORLD_SIZE == 2 and set(link["ranks"]) == {"2"}
@@ -136,9 +138,14 @@ def test_placement_says_whether_each_rank_had_its_own_cores():
         return {"config": {"world_size": k, "backend": "gloo"}, "result": {"cores_per_rank": cores}}
 
     assert runs.placement([record(2, [[0], [1]]), record(3, [[0, 1]] * 3), record(2, None)]) == (
-        "gloo, 2 ranks: each rank pinned to its own core(s) (0; 1); gloo, 3 ranks: not pinned, 3 ranks "
-        "share 2 core(s); gloo, 2 ranks: placement not recorded."
+        "gloo, 2 ranks: pinned, rank 0 on core 0, rank 1 on core 1; gloo, 3 ranks: not pinned, 3 ranks on 2 "
+        "cores; gloo, 2 ranks: placement not recorded."
     )
+    assert (
+        runs.placement_of(record(2, [[0, 1], [2, 3]]))
+        == "pinned, rank 0 on cores 0 and 1, rank 1 on cores 2 and 3"
+    )
+    assert runs.is_pinned(record(2, [[0], [1]])) and runs.is_pinned(record(3, [[0, 1]] * 3)) is False
 
 
 def test_support_probe_refuses_with_reasons_without_gpus(tmp_path):

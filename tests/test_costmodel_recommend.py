@@ -7,7 +7,6 @@ import math
 import pandas as pd
 import pytest
 
-from helpers import ddp
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import gpus, recommend, specs, tables
 from helpers.dataparallel import SAMPLE_BYTES
@@ -50,16 +49,35 @@ def test_dataparallel_step_by_hand():
 
 
 def test_ddp_step_hides_the_all_reduce_behind_backward_at_the_scenarios_bandwidth():
+    """LinearNet, 800 samples on 8 GPUs at 1 ms a sample: 100 per GPU, forward 100/3 ms, backward 200/3 ms.
+    Its 48,408,880 B of gradient is one 25 MiB bucket, handed over when backward ends: nothing hides it.
+    A ring of 8 takes 14 steps of α + (N/8)β = 1e-5 + 6,051,110 × 1e-10 s: 8.611554 ms."""
     step = recommend.predict_gpu_step("ddp_overlap", "LinearNet", 800, 8, flat(1e-3), LINK)
-    buckets = ddp.ddp_bucket_bytes("LinearNet", 25)
-    expected = sum(ring_all_reduce_seconds(b, 8, 1e-5, 1e-10) for b in buckets)
-    assert step["communication_seconds"] == pytest.approx(expected)
-    assert step["step_seconds"] == pytest.approx(0.1 / 3 + 0.2 / 3 + expected)  # one bucket: nothing hides
+    assert step["communication_seconds"] == pytest.approx(8.611554e-3)
+    assert step["step_seconds"] == pytest.approx(0.1 + 8.611554e-3)
+    # at the link's low end, 5 GB/s: 14 × (1e-5 + 6,051,110 × 2e-10) = 17.08311 ms
     slow = recommend.predict_gpu_step("ddp_overlap", "LinearNet", 800, 8, flat(1e-3), LINK,
                                       bus_bandwidth=LINK.bus("low"))  # fmt: skip
-    assert slow["communication_seconds"] == pytest.approx(
-        sum(ring_all_reduce_seconds(b, 8, 1e-5, 2e-10) for b in buckets)
-    )
+    assert slow["communication_seconds"] == pytest.approx(17.08311e-3)
+
+
+def test_a_full_prediction_row_by_hand():
+    """ConvNet on the p5s with a measured line of 0.1 ms a sample (no fixed cost) at a global batch of 800:
+    one H100 takes 80 ms a step; eight take 100 samples each, 10 ms, and all-reduce the 1,504,800 B of
+    gradient in one bucket over NVLink 4 (α 33.7/14 µs, busbw 370 GB/s): 14 × (2.407143e-6 + 188,100 /
+    370e9) = 14 × 2.915522e-6 = 40.81730 µs, not hidden (one bucket). Step 10.04082 ms, speed-up
+    80 / 10.04082 = 7.967478; an epoch of 800 samples is one step, so a 1-epoch run costs $55.04 × 10.04082
+    ms / 3,600 s = $1.535130e-4 against one GPU's $6.88 × 80 ms / 3,600 s = $1.528889e-4: 1.004082×."""
+    lines = {("ConvNet", "H100 SXM 80 GB"): measured_flat(1e-4)}
+    frame = recommend.scenario_predictions(("ConvNet",), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (800,),
+                                           samples=800, epochs=1, measured=lines)  # fmt: skip
+    row = frame[(frame["machine"] == "AWS p5.48xlarge") & (frame["scenario"] == "central")].iloc[0]
+    assert row["communication_seconds"] == pytest.approx(40.81730e-6, rel=1e-6)
+    assert row["step_seconds"] == pytest.approx(10.04082e-3, rel=1e-6)
+    assert row["speedup"] == pytest.approx(7.967478, rel=1e-6)
+    assert row["dollars_per_run"] == pytest.approx(1.535130e-4, rel=1e-6)
+    assert row["one_gpu_dollars_per_run"] == pytest.approx(1.528889e-4, rel=1e-6)
+    assert row["cost_multiplier"] == pytest.approx(1.004082, rel=1e-6)
 
 
 def measured_flat(seconds: float) -> dict:
@@ -242,3 +260,36 @@ def test_step_times_kept_by_gpu_check_are_measured_gpu_steps_too(tmp_path, monke
         ["H100 SXM 80 GB", 64, 8e-3, 7e-3, 9e-3, "make gpu-check"],
     ]
     assert ("ConvNet", "H100 SXM 80 GB") in recommend.measured_computes(measured)  # two batches: a line
+
+
+def summary_of(speedups: list[float], multipliers: list[float], min_speedup: float = 1.5) -> dict:
+    """``summarize`` of one made-up 8-GPU machine whose scenarios give these speed-ups and multipliers."""
+    labels = ["central", "per-op host overhead: low", "per-op host overhead: high"]
+    rows = [{"model": "M", "machine": "m", "gpu": "g", "gpus": 8, "link": "l", "method": "ddp_overlap",
+             "global_batch": 100, "basis": "roofline", "scenario": label, "per_gpu_batch": 13, "speedup": s,
+             "cost_multiplier": c, "step_seconds": 1.0, "epoch_seconds": 1.0, "dollars_per_run": 1.0}
+            for label, s, c in zip(labels, speedups, multipliers, strict=True)]  # fmt: skip
+    return recommend.summarize(pd.DataFrame(rows), min_speedup).iloc[0].to_dict()
+
+
+def test_every_outcome_of_the_recommendation():
+    """Faster and dearer (what linear prices give); slower; faster and no dearer (a speed-up above k, or
+    a cheaper price per GPU on the bigger machine: reachable only so); and whether the speed-up is at least
+    the renter's minimum, each over the whole band, else what decides it."""
+    faster_dearer = summary_of([4.0, 5.0, 3.0], [2.0, 1.6, 2.7])
+    assert (faster_dearer["faster"], faster_dearer["dollars"]) == (
+        "faster whatever the inputs", "dearer whatever the inputs")  # fmt: skip
+    assert faster_dearer["enough"] == "at least 1.5× faster whatever the inputs"
+    slower = summary_of([0.5, 0.7, 0.3], [16.0, 11.4, 26.7])
+    assert (slower["faster"], slower["enough"]) == (
+        "slower whatever the inputs",
+        "under 1.5× faster whatever the inputs",
+    )
+    cheaper = summary_of([8.5, 9.0, 8.1], [0.94, 0.89, 0.99])
+    assert (cheaper["faster"], cheaper["dollars"]) == (
+        "faster whatever the inputs",
+        "no dearer whatever the inputs",
+    )
+    undecided = summary_of([1.3, 1.8, 1.1], [6.2, 4.4, 7.3])
+    assert undecided["faster"] == "faster whatever the inputs"
+    assert undecided["enough"].startswith("depends on the per-op host overhead")

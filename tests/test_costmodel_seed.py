@@ -9,8 +9,12 @@ def test_the_seeds_verdicts_hold_over_the_band_and_its_traffic_arithmetic():
     assert (check["gpu"] == "GTX 1080 Ti").all() and (check["method"] == "dataparallel").all()
     verdicts = seed.seed_verdict_table(check).set_index("model")
     assert (verdicts.loc["LinearNet", "faster"] == "slower whatever the inputs").all()
-    assert (verdicts.loc["ConvNet", "faster"] == "faster whatever the inputs").all()
-    assert seed.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "faster"}  # chapter 2's words
+    convnet = verdicts.loc["ConvNet"].set_index("global_batch")["faster"]
+    # from batch 20 four GPUs are faster over the whole band; at 10 (2-3 samples a GPU) it depends on how
+    # much of the convolutions' efficiency so small a shard keeps: the check fails there, as it could
+    assert (convnet.drop(10) == "faster whatever the inputs").all()
+    assert convnet[10].startswith("depends on convolution efficiency and efficiency at the smaller per-GPU")
+    assert seed.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "mixed"}  # chapter 2's words
     traffic = seed.seed_traffic()["bytes per epoch"].tolist()
     # the seed: 50 MB x 2 x 100; the model per link: 2 x 48,408,880 B x 100 steps; between 4 GPUs, 3 x that
     assert traffic[:3] == [10_000_000_000, 9_681_776_000, 29_045_328_000]

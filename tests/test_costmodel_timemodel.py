@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from helpers import ddp
-from helpers.collectives.model import ring_all_reduce_seconds
+from helpers.collectives.model import fit_alpha_beta, ring_all_reduce_seconds
 from helpers.costmodel import timemodel
 from helpers.dataparallel import bytes_per_step
 from helpers.models import build_model, parameter_count
@@ -282,6 +282,25 @@ def test_alpha_beta_must_come_from_chapter_four(tmp_path):
     )
     fit = timemodel.all_reduce_alpha_beta(store.records())  # the link is fitted on two ranks only
     assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
+    # the all-reduce alone, at two sizes and with another link: chapter 4's three sizes still decide
+    alone = [{**row, "seconds": 3 * row["seconds"]} for row in rows[:2]]
+    store.measure({"kind": "collective_benchmark", "backend": "gloo", "device": "cpu", "alone": True},
+                  lambda: {"rows": alone})  # fmt: skip
+    again = timemodel.all_reduce_alpha_beta(store.records())
+    assert (again["alpha_seconds"], again["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
+
+
+def test_the_link_is_fitted_on_the_iterations_nothing_interrupted():
+    """Each size's lower quartile of its iterations: a 4 ms stall in two of eight iterations of every
+    size would otherwise read as latency."""
+    sizes = (1024, 2**20, 2**24)
+    clean = [ring_all_reduce_seconds(n, 2, 1e-4, 2e-9) for n in sizes]
+    frame = pd.DataFrame({"operation": "all_reduce", "world_size": 2, "bytes": sizes,
+                          "seconds": [c + 4e-3 for c in clean],  # medians pulled up by the stalls
+                          "seconds_all": [[c] * 6 + [c + 4e-3] * 2 for c in clean]})  # fmt: skip
+    fit = fit_alpha_beta(frame)
+    assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
+    assert fit_alpha_beta(frame.drop(columns="seconds_all"))["alpha_seconds"] > 5e-4  # medians: 5× off
 
 
 # ----- calibration records of a 4-GPU machine, made up ----------------------------------------------------
@@ -347,3 +366,39 @@ def test_calibration_records_must_be_complete():
         timemodel.time_model_from_records(
             four_gpu_records(), ["ConvNet"], backend="gloo", timed_steps=5, cores=16, device_type="cuda"
         )
+
+
+def test_calibrate_asks_for_every_thread_count_run_and_device(monkeypatch, tmp_path):
+    """What calibrate measures, recorded instead of measured: on a 2-core CPU, every thread count a rank
+    of 1, 2 or 4 ranks gets (2, 1, 1) and all cores, each in three runs (seeds 0-2); on four faked GPUs,
+    the first GPU at all cores, and a copy from GPU 0 to GPU 1 besides the one on GPU 0."""
+    asked = []
+
+    def record(*what):
+        asked.append(what)
+
+    def steps(store, train, models, batches, threads, **settings):
+        record("steps", threads, settings["seed"], settings["device"], tuple(batches))
+
+    monkeypatch.setattr(timemodel, "stored_compute_calibration", steps)
+    monkeypatch.setattr(timemodel, "stored_all_reduce_alpha_beta", lambda store, backend, device: record(
+        "all_reduce", backend, device))  # fmt: skip
+    monkeypatch.setattr(timemodel, "stored_copy_calibration", lambda store, device, to=None: record(
+        "copy", device, to))  # fmt: skip
+    monkeypatch.setattr(timemodel, "stored_dataparallel_timing", lambda store, name, train, **s: record(
+        "optimizer", name, tuple(s["devices"])))  # fmt: skip
+    monkeypatch.setattr(timemodel, "time_model_from_records", lambda records, models, **s: s)
+    store = ResultStore("plan", root=tmp_path, hardware={"machine": "test"})
+    found = timemodel.calibrate(store, None, ["ConvNet"], [10, 30], [1, 2, 4], cores=2, repeats=3)
+    assert [a for a in asked if a[0] == "steps"] == [
+        ("steps", threads, seed, "cpu", (10, 30)) for threads in (1, 2) for seed in range(3)
+    ]
+    assert ("all_reduce", "gloo", "cpu") in asked and ("copy", "cpu", None) in asked
+    assert ("optimizer", "ConvNet", ("cpu",)) in asked and found["cores"] == 2 and found["devices"] == 1
+    asked.clear()
+    monkeypatch.setattr(timemodel, "usable_gpus", lambda gpus=None: 4)
+    found = timemodel.calibrate(store, None, ["ConvNet"], [10], [1, 2, 4], "nccl", "cuda", cores=16)
+    assert [a for a in asked if a[0] == "steps"] == [("steps", 16, 0, "cuda:0", (10,))]
+    assert {("all_reduce", "nccl", "cuda"), ("copy", "cuda:0", None), ("copy", "cuda:0", "cuda:1"),
+            ("optimizer", "ConvNet", ("cuda:0",))} <= set(asked)  # fmt: skip
+    assert found["device_type"] == "cuda" and found["devices"] == 4

@@ -141,3 +141,28 @@ def test_launches_of_one_configuration_are_one_measurement_with_their_spread():
     assert one[["launches", "step_seconds", "step_min", "step_max"]].values.tolist() == [
         [1, 0.25, 0.20, 0.30]
     ]
+
+
+def test_each_measurement_is_predicted_at_the_threads_it_had_by_hand():
+    """The synthetic time model (ConvNet: 0.2 + 0.02 b s on one thread, 0.1 + 0.01 b on two; α 1 ms,
+    β 1 ns/B, copies 0.2 ns/B, Adam 0.1 µs a parameter: 37.62 ms for 376,200).
+
+    DDP, 2 ranks, global batch 20, 1 thread each: 0.2 + 0.02 × 10 = 0.4 s of compute (the two ranks on
+    two cores, 0.1 + 0.01 × 20 + 0.1 = 0.4 s, bind no harder). One 1,504,800 B bucket: 2 × (1 ms + 752,400
+    ns) = 3.5048 ms, after backward either way: 0.4035048 s with and without overlap.
+
+    DataParallel, 2 replicas, batch 20, 2 threads: 0.1 + 0.01 × 20 plus the second replica's weight passes
+    (0.1 − 0.03762): 0.36238 s; it moves 10 inputs (480,000 B), the weights out and the gradient back
+    (2 × 1,504,800 B) and 10 logits each way (800 B): 3,490,400 B × 0.2 ns = 0.69808 ms."""
+    measured = pd.DataFrame({
+        "measurement": ["ddp", "dp"], "kind": ["ddp", "dataparallel"], "model": ["ConvNet", "ConvNet"],
+        "ranks": [2, 2], "global_batch": [20, 20], "threads": [1, 2], "bucket_cap_mb": [25, None],
+        "compression": [None, None],
+    })  # fmt: skip
+    found = validation.predict_measured(measured, synthetic_time_model()).set_index(["measurement", "method"])
+    seconds = found["predicted_seconds"]
+    assert seconds[("ddp", "ddp_no_overlap")] == pytest.approx(0.4035048)
+    assert seconds[("ddp", "ddp_overlap")] == pytest.approx(0.4035048)
+    assert found.loc[("ddp", "ddp_overlap"), "predicted_communication_seconds"] == pytest.approx(3.5048e-3)
+    assert seconds[("dp", "dataparallel")] == pytest.approx(0.36238 + 0.69808e-3)
+    assert set(found.index) == {("ddp", "ddp_no_overlap"), ("ddp", "ddp_overlap"), ("dp", "dataparallel")}

@@ -53,18 +53,38 @@ def test_summary_of_a_run():
     assert summary["bucket_bytes"] == [60, 40] and summary["allreduce_seconds_all"] == []
 
 
-def test_warm_up_steps_are_left_out_and_each_bucket_counts_with_its_last_rank():
+def test_warm_up_steps_are_left_out_and_a_step_s_all_reduce_is_its_span_on_the_last_rank():
     history = [{"epoch": 1, "epoch_seconds": 1.6, "train_loss": 2.0, "step_seconds": [1.0, 0.6]},
                {"epoch": 2, "epoch_seconds": 0.9, "train_loss": 1.5, "step_seconds": [0.5, 0.4],
                 "train_accuracy": 0.5, "test_accuracy": 0.4}]  # fmt: skip
     rank = {"world_size": 2, "history": history, "bucket_bytes_per_step": [[60, 40]] * 4,
             "gradient_bytes": 100, "threads": 1}  # fmt: skip
-    early = {**rank, "bucket_seconds_per_step": [[0.5, 0.5], [0.3, 0.2], [0.25, 0.1], [0.2, 0.1]]}
-    late = {**rank, "bucket_seconds_per_step": [[0.1, 0.1], [0.05, 0.3], [0.02, 0.04], [0.4, 0.01]]}
+    # (hand-over, ready) of each of the two buckets, per step; the warm-up step's marks are left out
+    early = {
+        **rank,
+        "bucket_marks_per_step": [
+            [(0, 1), (0, 1)],
+            [(0.0, 0.3), (0.1, 0.3)],
+            [(0.0, 0.25), (0.2, 0.3)],
+            [(0.0, 0.2), (0.1, 0.2)],
+        ],
+    }
+    late = {
+        **rank,
+        "bucket_marks_per_step": [
+            [(0, 1), (0, 1)],
+            [(0.2, 0.3), (0.25, 0.3)],
+            [(0.1, 0.25), (0.28, 0.3)],
+            [(0.15, 0.2), (0.19, 0.2)],
+        ],
+    }
     summary = ddp.summarize_run([early, late], warmup_steps=1)
     assert summary["step_seconds_all"] == [0.6, 0.5, 0.4] and summary["warmup_steps"] == 1
-    # per step, each bucket's shortest time over the ranks, summed: 0.05 + 0.2, 0.02 + 0.04, 0.2 + 0.01
-    assert summary["allreduce_seconds_all"] == pytest.approx([0.25, 0.06, 0.21])
+    # span, first hand-over to last ready, on the rank with the shortest (the last to hand over): the two
+    # buckets overlap and count once: 0.3 − 0.2, 0.3 − 0.1, 0.2 − 0.15
+    assert summary["allreduce_seconds_all"] == pytest.approx([0.1, 0.2, 0.05])
+    # exposed: after the last hand-over, when backward has nothing left to compute: 0.05, 0.02, 0.01
+    assert summary["exposed_allreduce_seconds_all"] == pytest.approx([0.05, 0.02, 0.01])
 
 
 def test_a_warm_up_that_leaves_nothing_to_time_is_refused():
@@ -117,14 +137,19 @@ def test_a_launch_that_two_sections_ask_for_is_measured_once(tmp_path, monkeypat
         history = [{"epoch": 1, "epoch_seconds": 1.0, "train_loss": 2.0, "test_accuracy": 0.1,
                     "step_seconds": [0.2] * 8, "step_losses": [2.0] * 8}]  # fmt: skip
         rank = {"world_size": world_size, "history": history, "bucket_bytes_per_step": [[100]] * 8,
-                "bucket_seconds_per_step": [[0.01]] * 8, "gradient_bytes": 100, "threads": 1}  # fmt: skip
+                "bucket_seconds_per_step": [[0.01]] * 8, "bucket_marks_per_step": [[(0.0, 0.01)]] * 8,
+                "gradient_bytes": 100, "threads": 1}  # fmt: skip
         return [rank] * world_size
 
     monkeypatch.setattr(ddp, "launch", fake_launch)
     store = ResultStore("test", root=tmp_path, hardware={"machine": "test"})
     sweeps = ddp.chapter_sweeps(["LinearNet", "ConvNet"], PLAN, [0.25, 25], [None, "bf16"], [0], 2)
     base = {"backend": "gloo", "train_samples": 16, "global_batch_size": 8, "epochs": 4, "warmup_steps": 2}
-    runs = ddp.run_sweeps(store, base, sweeps)
+    rounds = []  # what runs alongside: after every launch of its round, before the next round's first
+    runs = ddp.run_sweeps(
+        store, base, sweeps, alongside=lambda number: rounds.append((number, len(launched)))
+    )
+    assert rounds == [(0, 4 + 1 + 1 + 1), (1, 4 + 1 + 1 + 1 + 4 + 1 + 1)]
     # scaling 4 x 2, ConvNet at 0.25 MiB x 2, LinearNet with bf16 x 2, ConvNet with bf16 for seed 0: the
     # 25 MiB buckets, uncompressed LinearNet and seed 0's parity runs are scaling's launches again
     assert len(launched) == 8 + 2 + 2 + 1

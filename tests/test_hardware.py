@@ -325,3 +325,11 @@ def test_a_machine_described_for_a_plan_or_read_from_a_recorded_gpu_list(monkeyp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     here = hardware.Machine.here()
     assert here.gpus == 0 and not here.described and here.cores == hardware.usable_cores()
+
+
+def test_a_busy_machine_is_said_to_be_busy(monkeypatch):
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
+    monkeypatch.setattr(hardware.os, "getloadavg", lambda: (0.9, 0.5, 0.4))
+    assert hardware.busy_warning() is None  # one process on two cores
+    monkeypatch.setattr(hardware.os, "getloadavg", lambda: (3.2, 2.0, 1.0))
+    assert hardware.busy_warning().startswith("warning: this machine is busy (1-minute load average 3.2 on 2")

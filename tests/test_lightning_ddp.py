@@ -1,7 +1,6 @@
 """helpers.lightning_ddp: real two-rank Gloo launches of the Lightning worker, against helpers.ddp."""
 
 import math
-import time
 
 import pytest
 import torch
@@ -55,17 +54,14 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
 @pytest.mark.usefixtures("recordings", "no_leftovers")
 @needs_lightning
 def test_a_rank_failing_inside_fit_is_named_and_nothing_hangs(tmp_path):
-    started = time.monotonic()
+    # Rank 0 would wait for rank 1 inside fit until its process group's 120 s timeout: the launch's own
+    # 90 s limit would stop it first, and raise "exceeded its 90 s limit", unless the failure of rank 1
+    # ends the launch at once.
+    config = {**CONFIG, "fail_rank": 1, "timeout_seconds": worker.MAX_TIMEOUT_SECONDS}
+    assert worker.group_timeout(config).total_seconds() > 90
     with pytest.raises(launch.LaunchError, match=r"rank (0, )?1 failed"):
-        launch.launch(
-            {**CONFIG, "fail_rank": 1},
-            2,
-            module=lightning_ddp.MODULE,
-            time_limit_seconds=120,
-            output=tmp_path,
-        )
+        launch.launch(config, 2, module=lightning_ddp.MODULE, time_limit_seconds=90, output=tmp_path)
     assert "RuntimeError: rank 1 fails on purpose" in (tmp_path / "rank1.error").read_text()
-    assert time.monotonic() - started < 60
 
 
 @needs_lightning
@@ -147,3 +143,40 @@ def test_when_lightning_can_run_nothing_the_comparison_is_empty_and_says_why(mon
     assert frameworks["note"].startswith(
         "Not compared: Lightning can run none of the sizes. Skipped 4 rank(s)"
     )
+
+
+def test_a_round_launches_lightning_at_the_size_the_comparison_reads(monkeypatch):
+    launched = []
+    monkeypatch.setattr(worker, "visible_gpus", lambda: 1)
+    monkeypatch.setattr(
+        lightning_ddp, "stored_lightning_run",
+        lambda store, size, launch_number, **config: launched.append((config["model"], size, launch_number)),
+    )  # fmt: skip
+    settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
+    lightning_ddp.launch_round(None, ["LinearNet"], [1, 2, 4], settings, 2)
+    assert launched == [("LinearNet", 1, 2)]  # one GPU: Lightning's one rank, round 2
+    lightning_ddp.launch_round(None, ["LinearNet"], [2, 4], settings, 0)
+    assert launched == [("LinearNet", 1, 2)]  # no size it can run: nothing launched
+
+
+@needs_lightning
+def test_the_comparison_table_says_identical_losses_in_words(monkeypatch):
+    def run(seconds):
+        return {"result": {"step_seconds_all": [seconds] * 3, "train_loss": 1.5,
+                           "history": [{"step_losses": [2.0, 1.5]}]}}  # fmt: skip
+
+    numbers = []  # the hand-written launch each Lightning launch is set against
+    monkeypatch.setattr(
+        lightning_ddp, "stored_ddp_run", lambda *a, **k: numbers.append(k["launch_number"]) or run(1.0)
+    )
+    monkeypatch.setattr(lightning_ddp, "stored_lightning_run", lambda *a, **k: run(2.0))
+    settings = {"backend": "gloo", "device": "cpu", "global_batch_size": 20}
+    frameworks = lightning_ddp.compare(None, ["LinearNet"], [2], settings, launches=3)
+    assert numbers == [0, 1, 2]  # the sweep's own launches of these settings, round by round
+    table = frameworks["table"].set_index("framework")
+    lightning = f"Lightning {lightning_ddp.lightning_version()}"
+    # the same losses at every step: no difference to print in scientific notation
+    assert table.loc[lightning, "loss difference (relative)"] == "0 (identical)"
+    # by hand 1.0 s, Lightning 2.0 s in every launch: Lightning's speed-up over it is 0.5
+    assert table.loc[lightning, "against by hand"] == "slower, 0.50× (0.50–0.50×, 3 launches each)"
+    assert frameworks["note"] == "Compared at 2 rank(s), 3 launches each."

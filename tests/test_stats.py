@@ -56,5 +56,9 @@ def test_fewer_than_three_launches_resolve_nothing():
     two = stats.launch_speedup([[1.0], [1.1]], [[0.5], [0.55]])
     assert two["speedup"] == pytest.approx(1.05 / 0.525) and two["verdict"] == "not resolved"
     assert stats.describe_speedup(two).endswith("(1.82–2.20×, 2 launches each)")
+    one = stats.launch_speedup([[1.0]], [[0.5]])
+    assert stats.describe_speedup(one, unit="round") == "not resolved, 2.00× (2.00–2.00×, 1 round each)"
+    uneven = stats.launch_speedup([[1.0]], [[0.5], [0.5]])
+    assert stats.describe_speedup(uneven).endswith(", 1 and 2 launches)")
     with pytest.raises(ValueError, match="at least one launch on each side"):
         stats.launch_speedup([], [[1.0]])

@@ -1,17 +1,23 @@
 """helpers.study: bad input refused before work, chapters run in a child with a limit, clean stops."""
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
+from subprocess import TimeoutExpired
+from types import SimpleNamespace
 
 import nbformat
 import psutil
 import pytest
 
 from helpers import hardware, study
+from helpers.hardware import Machine
 from helpers.processes import stop_process_tree
 from helpers.results import ResultStore
 
@@ -82,10 +88,9 @@ def test_a_gpu_study_refuses_before_its_first_chapter_when_its_plan_refuses(monk
         study.run("gpu")
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A throwaway project root with one tiny chapter whose parameters make it sleep or fail."""
-    (tmp_path / "notebooks").mkdir()
+def make_project(root: Path) -> Path:
+    """A project root with one tiny chapter whose parameters make it sleep, fail or say it started."""
+    (root / "notebooks").mkdir()
     notebook = nbformat.v4.new_notebook()
     parameters = nbformat.v4.new_code_cell(
         'results_run = "smoke"\nseconds = 0\nfail = False\nstarted_file = ""'
@@ -97,12 +102,37 @@ def project(tmp_path, monkeypatch):
     )
     notebook.cells = [parameters, nbformat.v4.new_code_cell(body)]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, tmp_path / "notebooks" / "01_tiny.ipynb")
-    (tmp_path / "notebooks" / "study.yml").write_text(
+    nbformat.write(notebook, root / "notebooks" / "01_tiny.ipynb")
+    (root / "notebooks" / "study.yml").write_text(
         "time_limit_minutes: {smoke: 1}\nprofiles:\n  smoke: {}\n  cpu:\n    01_tiny: {fail: true}\n"
     )
+    return root
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A throwaway project root with the tiny chapter, not yet run."""
     monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
-    return tmp_path
+    return make_project(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """A project whose smoke study ran once, and that run's summary: shared, so never written to."""
+    root = make_project(tmp_path_factory.mktemp("executed"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STUDY_ROOT", str(root))
+        summary = study.run("smoke")
+    return root, summary
+
+
+@pytest.fixture
+def executed_project(executed, tmp_path, monkeypatch):
+    """A private copy of the executed project, for a test that runs more in it (the executed chapter's
+    fingerprint names no path: it is current in the copy too)."""
+    root = shutil.copytree(executed[0], tmp_path / "project")
+    monkeypatch.setenv("STUDY_ROOT", str(root))
+    return root
 
 
 def test_study_yaml_with_unknown_chapter_or_parameter_is_refused(project):
@@ -115,22 +145,40 @@ def test_study_yaml_with_unknown_chapter_or_parameter_is_refused(project):
         study.plan("cpu")
 
 
-def test_run_executes_then_skips_a_current_chapter(project):
-    first = study.run("smoke")
+def test_chapters_run_in_the_order_study_yml_gives_and_a_missing_one_is_refused(project):
+    tiny = project / "notebooks" / "01_tiny.ipynb"
+    shutil.copy(tiny, project / "notebooks" / "02_tiny.ipynb")
+    config = project / "notebooks" / "study.yml"
+    config.write_text("run_order: [02_tiny, 01_tiny]\nprofiles:\n  smoke: {}\n")
+    assert [chapter.name for chapter in study.plan("smoke")] == ["02_tiny", "01_tiny"]
+    config.write_text("run_order: [02_tiny]\nprofiles:\n  smoke: {}\n")
+    with pytest.raises(ValueError, match="run_order must name every chapter once, not 02_tiny; the chapters"):
+        study.plan("smoke")
+
+
+def test_the_study_runs_every_chapter_after_those_it_reads():
+    order = [chapter.name for chapter in study.plan("cpu", machine=Machine.described_as(0, "", memory_gib=0))]
+    assert order.index("04_collectives") < order.index("03_ddp_nccl_vs_gloo")  # chapter 4's all-reduce
+    assert order.index("06_scaling") < order.index("05_cost_model")  # its steps to a target
+    assert order.index("07_your_model") < order.index("05_cost_model")  # its DDP runs are ddp_run records
+
+
+def test_run_executes_then_skips_a_current_chapter(executed, executed_project):
+    root, first = executed
     assert first["status"].tolist() == ["finished"]
-    executed = nbformat.read(project / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
-    assert executed.metadata["study"]["profile"] == "smoke"
+    notebook = nbformat.read(root / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    assert notebook.metadata["study"]["profile"] == "smoke"
+    assert not [p for p in (root / "book" / "chapters").iterdir() if "partial" in p.name]
     assert study.run("smoke")["status"].tolist() == ["skipped (current)"]
-    assert not [p for p in (project / "book" / "chapters").iterdir() if "partial" in p.name]
+    assert not [p for p in (executed_project / "book" / "chapters").iterdir() if "partial" in p.name]
 
 
-def test_command_line_prints_the_summary_and_the_cost(project, capsys):
-    assert study.main(["--profile", "smoke"]) == 0
-    assert "01_tiny finished" in " ".join(capsys.readouterr().out.split())
+def test_command_line_prints_the_summary_and_the_cost(executed_project, capsys):
     assert study.main(["--profile", "smoke", "--price-per-hour", "36"]) == 0
     printed = capsys.readouterr().out
-    assert "skipped (current)" in printed and "cost at $36.00/h: $0.00" in printed
+    assert "01_tiny skipped (current)" in " ".join(printed.split()) and "cost at $36.00/h: $0.00" in printed
     assert study.main(["--profile", "cpu"]) == 1  # the failing chapter
+    assert "01_tiny failed" in " ".join(capsys.readouterr().out.split())
     with pytest.raises(SystemExit):
         study.main(["--profile", "smoke", "--price-per-hour", "-1"])
     assert "must not be negative" in capsys.readouterr().err
@@ -146,25 +194,61 @@ def test_results_folder_of_another_version_is_refused_before_any_work(project, c
     assert not (project / "book" / "chapters" / "01_tiny.ipynb").exists()
 
 
-def test_failed_chapter_keeps_the_old_output_and_its_traceback(project):
-    study.run("smoke")
-    output = project / "book" / "chapters" / "01_tiny.ipynb"
+def test_failed_chapter_keeps_the_old_output_and_its_traceback(executed_project):
+    output = executed_project / "book" / "chapters" / "01_tiny.ipynb"
     before = output.read_bytes()
     summary = study.run("cpu")
     assert summary["status"].tolist() == ["failed"]
     assert output.read_bytes() == before
-    assert "failed on purpose" in (project / "book" / "chapters" / "01_tiny.failed.ipynb").read_text()
+    assert "failed on purpose" in (output.parent / "01_tiny.failed.ipynb").read_text()
 
 
-def test_chapter_over_its_limit_is_stopped_with_its_kernel(project):
+def wait_for(path: Path, process, seconds: float = 120) -> None:
+    """Until ``path`` exists (a file the chapter writes when its cell runs), ``process`` has ended, or
+    ``seconds`` have passed, however busy the machine is."""
+    deadline = time.monotonic() + seconds
+    while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``processes`` alive now. Checked at once, not after a wait: a kernel whose papermill
+    was killed ends by itself within a second or two (it polls its parent), which would hide a stop
+    that missed it."""
+    alive = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+    return alive
+
+
+def test_chapter_over_its_limit_is_stopped_with_its_kernel(project, monkeypatch):
+    started = project / "chapter-started"
     chapter = study.plan("smoke")[0]
-    slow = replace(chapter, parameters={**chapter.parameters, "seconds": 120}, time_limit_seconds=8)
-    started = time.monotonic()
-    with pytest.raises(study.StudyError, match="exceeded its 0m08s limit"):
+    parameters = {**chapter.parameters, "seconds": 120, "started_file": str(started)}
+    slow = replace(chapter, parameters=parameters, time_limit_seconds=2)
+    family, commands = [], []
+
+    class Papermill(subprocess.Popen):
+        """The chapter's child, whose limit counts from the moment the chapter's cell runs (however long
+        its kernel took to start); its process tree is noted then."""
+
+        def wait(self, timeout=None):
+            if timeout is not None and not family:
+                wait_for(started, self)
+                family.extend([psutil.Process(self.pid), *psutil.Process(self.pid).children(recursive=True)])
+                commands.extend(" ".join(member.cmdline()) for member in family)
+            return super().wait(timeout)
+
+    monkeypatch.setattr(study, "subprocess", SimpleNamespace(Popen=Papermill, TimeoutExpired=TimeoutExpired))
+    with pytest.raises(study.StudyError, match="exceeded its 0m02s limit"):
         study.execute(slow, "smoke")
-    assert time.monotonic() - started < 40
+    assert started.exists(), "the chapter never started"
+    assert any("ipykernel" in command for command in commands)  # the kernel ran when the limit passed
+    assert not still_running(family)  # papermill and its kernel stopped, not left to end by themselves
     assert not slow.output.exists()
-    assert not [p for p in psutil.Process().children(recursive=True) if "ipykernel" in " ".join(p.cmdline())]
+    assert not [p for p in slow.output.parent.iterdir() if "partial" in p.name]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -184,20 +268,78 @@ def test_signal_stops_the_study_and_leaves_no_process_or_partial_file(project, s
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not started.exists() and runner.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(started, runner)
         assert started.exists(), "the chapter never started"
         family = psutil.Process(runner.pid).children(recursive=True)
         runner.send_signal(signum)
         out, err = runner.communicate(timeout=60)
         assert runner.returncode == 130, err[-2000:]
         assert "rerun to resume" in err and "interrupted" in out
-        _, alive = psutil.wait_procs(family, timeout=10)
-        assert not alive
+        assert not still_running(family)
         assert not list((project / "book" / "chapters").glob("*.ipynb"))
     finally:
         stop_process_tree(runner)
+
+
+def handlers() -> tuple:
+    """This process's handlers of SIGINT and SIGTERM."""
+    return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+
+def callers_handler(signum, frame):
+    """A SIGTERM handler of the caller's own, which the study must give back."""
+
+
+@pytest.fixture
+def inherited():
+    """SIGINT ignored, as a shell without job control starts `cmd &`, and a SIGTERM handler of the
+    caller's: what the study finds (the suite's own handlers come back afterwards)."""
+    suite = handlers()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, callers_handler)
+    yield signal.SIG_IGN, callers_handler
+    signal.signal(signal.SIGINT, suite[0])
+    signal.signal(signal.SIGTERM, suite[1])
+
+
+def test_signals_stop_the_study_from_its_first_check_to_its_provenance_page_then_are_given_back(
+    project, monkeypatch, inherited
+):
+    seen = {}
+
+    def noting(moment, function):
+        def noted(*args, **kwargs):
+            seen[moment] = handlers()
+            return function(*args, **kwargs)
+
+        return noted
+
+    monkeypatch.setattr(study, "resolve_profile", noting("resolve", study.resolve_profile))
+    monkeypatch.setattr(study, "execute", noting("chapter", lambda chapter, profile: 0.0))
+    monkeypatch.setattr(study, "write_provenance_page", noting("provenance", lambda: None))
+    assert study.run("smoke")["status"].tolist()[0] == "finished"
+    assert seen == dict.fromkeys(["resolve", "chapter", "provenance"], (study._interrupt, study._interrupt))
+    assert handlers() == inherited  # SIG_IGN too: restored, not replaced by the default
+    with pytest.raises(ValueError, match="unknown profile"):  # refused at the first check: still restored
+        study.run("fast")
+    assert handlers() == inherited
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("moment", ["plan", "write_provenance_page"])
+def test_a_signal_while_planning_or_writing_the_provenance_page_interrupts_the_study(
+    project, monkeypatch, capsys, inherited, signum, moment
+):
+    def signalled(*args, **kwargs):
+        signal.raise_signal(signum)
+        time.sleep(10)  # interrupted at once by the study's handler; ignored or handled elsewhere
+        pytest.fail(f"{signum.name} did not interrupt the study")
+
+    monkeypatch.setattr(study, moment, signalled)
+    monkeypatch.setattr(study, "execute", lambda chapter, profile: 0.0)
+    assert study.main(["--profile", "smoke"]) == 130
+    assert "study interrupted" in capsys.readouterr().err
+    assert handlers() == inherited
 
 
 def test_second_study_in_the_same_checkout_is_refused(project):
@@ -254,8 +396,7 @@ def test_new_gpu_records_make_the_cost_model_chapter_stale(project):
     assert chapter.fingerprint() != before
 
 
-def test_another_machine_or_changed_helpers_make_a_chapter_stale(project, monkeypatch):
-    study.run("smoke")
+def test_another_machine_or_changed_helpers_make_a_chapter_stale(executed_project, monkeypatch):
     chapter = study.plan("smoke")[0]
     assert chapter.is_current()
     other = {**hardware.fingerprint(), "cpu_model": "another CPU"}
@@ -276,11 +417,10 @@ def test_parameters_are_read_with_the_python_parser(tmp_path):
     assert study.declared_parameters(tmp_path / "n.ipynb") == {"a", "b", "width", "c", "x", "y"}
 
 
-def test_the_estimate_comes_from_the_last_fresh_run(project):
-    study.run("smoke")  # this chapter stores nothing: a fresh run
-    durations = study.read_durations("smoke")[study.machine_id()]["01_tiny"]
+def test_the_estimate_comes_from_the_last_fresh_run(executed_project):
+    durations = study.read_durations("smoke")[study.machine_id()]["01_tiny"]  # stores nothing: fresh
     assert durations["fresh"] == durations["last"] and durations["last"]["reused"] == 0
-    ledger = project / "ledger"
+    ledger = executed_project / "ledger"
     ledger.write_text("reused step_timing\nmeasured training\n")
     study.record_duration("smoke", "01_tiny", 999.0, ledger)  # a resumed run: reused a record
     seconds, fresh = study.estimate_seconds("smoke", ["01_tiny"])
@@ -288,8 +428,7 @@ def test_the_estimate_comes_from_the_last_fresh_run(project):
     assert study.estimate_seconds("smoke", ["02_never_ran"]) == (None, False)
 
 
-def test_the_injected_parameters_are_folded_away_in_the_book(project):
-    study.run("smoke")
-    executed = nbformat.read(project / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
-    tagged = [cell.metadata.get("tags", []) for cell in executed.cells]
+def test_the_injected_parameters_are_folded_away_in_the_book(executed):
+    notebook = nbformat.read(executed[0] / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    tagged = [cell.metadata.get("tags", []) for cell in notebook.cells]
     assert ["parameters", "hide-cell"] in tagged and ["injected-parameters", "hide-cell"] in tagged

@@ -19,7 +19,7 @@ def test_short_training_run_lowers_the_loss(small):
     losses = [row["train_loss"] for row in run.history]
     assert losses[-1] < losses[0]
     assert [row["epoch"] for row in run.history] == [1, 2, 3, 4]
-    assert "full epoch" in run.method
+    assert run.method == "each epoch in full, after 3 warm-up steps on a copy of the model"
 
 
 def test_training_is_reproducible_with_a_seed(small):
@@ -206,3 +206,40 @@ def test_training_batches_are_reshuffled_every_epoch():
     assert all(a.equal(b) for a, b in zip(chosen, again, strict=True))
     with pytest.raises(ValueError, match="exceeds the 10"):
         train.epoch_batches(10, 11, seed=0, count=1)
+
+
+def test_counts_read_as_words_and_the_load_is_the_highest_reading():
+    assert train.counted(3, "warm-up step") == "3 warm-up steps"
+    assert train.counted(1, "warm-up step") == "1 warm-up step"
+    assert train.counted(1200, "clip") == "1,200 clips"
+    assert train.highest_load({"load_average": [1.2, 3.4]}) == 3.4
+    assert train.highest_load({"load_average": [None, 0.7]}) == 0.7
+    assert train.highest_load({"load_average": [None, None]}) is None
+    assert train.highest_load({}) is None  # records written before loads were kept
+
+
+def test_the_batch_effect_is_explained_as_far_as_its_verdict_goes():
+    def said(verdict: str) -> str:
+        change = {"speedup": 1.0, "low": 0.9, "high": 1.1, "verdict": verdict, "launches": None}
+        return train.explain_batch_effect("ConvNet", change, 10, 100, 376_200)
+
+    assert said("faster") == (
+        "ConvNet's epoch is shorter at batch 100: what a step costs whatever its batch (the optimizer's "
+        "pass over all 376,200 parameters, starting every operator) is paid 10 times less often per epoch, "
+        "and larger operators can keep more cores busy"
+    )
+    assert said("slower").startswith("ConvNet's epoch is longer at batch 100 than at batch 10:")
+    assert said("no measurable difference").startswith("ConvNet's epoch takes as long at batch 100 as at")
+    assert "amortise" in said("no measurable difference") and "amortise" not in said("slower")
+    assert said("not resolved") == (
+        "ConvNet's timed steps spread too widely to tell whether a larger batch shortens its epoch"
+    )
+
+
+def test_nothing_kept_reads_as_zero():
+    memory = pd.DataFrame({"model": ["A", "A"], "precision": ["float32", "bf16"],
+                           "saved_mib_per_sample": [0.05, 0.025],
+                           "saved_mib_fixed": [0.0, 202_200 / 2**20]})  # fmt: skip
+    table = train.precision_memory_table(memory)
+    assert table["kept whatever the batch (MiB)"].tolist() == ["0", "0.193"]  # 202,200 B = 0.1928 MiB
+    assert table["kept for backward per sample (MiB)"].tolist() == ["0.050", "0.025"]

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from helpers import launch, worker
+from helpers import worker
 
 
 def layout(nodes: int, ranks_per_node: int, gpus: int, simulated: bool) -> list[int]:
@@ -78,13 +78,9 @@ def test_cpu_ranks_share_the_cores(monkeypatch, four_gpus):
     assert torch.get_num_threads() == 1
 
 
-def test_the_launcher_tells_simulated_nodes_to_place_by_global_rank(tmp_path, recordings):
-    config = dict(
-        backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=8, test_samples=4,
-        global_batch_size=4, epochs=1, optimizer="sgd", lr=0.1, bucket_cap_mb=25, timeout_seconds=60,
-    )  # fmt: skip
-    results = launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=tmp_path)
-    written = (tmp_path / "config.json").read_text()
+def test_the_launcher_tells_simulated_nodes_to_place_by_global_rank(two_node_launch):
+    output, results = two_node_launch
+    written = (output / "config.json").read_text()
     assert f'"{worker.ALL_RANKS_HERE}": true' in written
     assert [r["threads"] for r in results] == [max(1, worker.usable_cores() // 2)] * 2
 

@@ -26,23 +26,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import CLIP_SAMPLES
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import describe_speedup, speedup
 from helpers.train import (
     WARMUP_STEPS,
     Timer,
     check_positive,
+    counted,
     make_optimizer,
-    milliseconds,
     pick_device,
     step_batches,
-    stored_step_timing,
     time_training_steps,
 )
 
@@ -67,14 +64,6 @@ TRANSFER_PHASES = (
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer_step")
 SAMPLE_BYTES = CLIP_SAMPLES * 4  # one float32 waveform
 OUTPUT_BYTES = 10 * 4  # ten float32 logits
-
-
-SHARED_DEVICE_NOTE = (
-    "**The replicas share one device on this machine**, so these timings measure what DataParallel's "
-    "mechanics *cost* — the copies, the threads, the extra kernel launches — not a speed-up: every replica "
-    "computes on the same cores (or the same GPU). A machine with one GPU per replica runs the same "
-    "notebook and shows the speed-up, if there is one (`gpu` profile)."
-)
 
 
 def parse_devices(devices: list[str]) -> list[torch.device]:
@@ -197,6 +186,8 @@ class DataParallelTrainer:
             return sum(t.numel() * t.element_size() for t in tensors)
 
         self.optimizer.zero_grad(set_to_none=False)
+        for replica in self.replicas[1:]:  # zeroing gradients is bookkeeping, timed in no phase
+            replica.zero_grad(set_to_none=False)
         with phase("scatter_inputs"):
             pieces = inputs.chunk(len(self.devices))
             chunks = [pieces[0]] + [
@@ -207,7 +198,6 @@ class DataParallelTrainer:
         replicas = self.replicas[: len(chunks)]
         with phase("broadcast_parameters"), torch.no_grad():
             for replica in replicas[1:]:
-                replica.zero_grad(set_to_none=False)
                 for source, target in zip(self.model.parameters(), replica.parameters(), strict=True):
                     target.copy_(source)
                     report.bytes["broadcast_parameters"] += moved([source])
@@ -320,122 +310,8 @@ def time_dataparallel_steps(
         "compute_seconds": compute,
         "communication_to_compute": transfer / compute,
         "method": f"median of {timed_steps} timed steps (each phase synchronised) x {steps_per_epoch} steps "
-        f"per epoch, after {warmup_steps} warm-up step(s)",
+        f"per epoch, after {counted(warmup_steps, 'warm-up step')}",
     }
-
-
-def explain_replicas(single: dict, multi: dict, shared: bool) -> str:
-    """What k replicas did to one step, from the ``time_dataparallel_steps`` results of 1 and k replicas,
-    and why: the seed's label (a "network choke" moves data longer than it computes, a "compute choke",
-    the seed's "GPU choke", the reverse), the step against one replica (``helpers.stats.speedup``), and
-    how the compute itself changed, which the label does not see. ``shared``: the replicas share one
-    device, so each runs the whole model on the same cores."""
-    ratio = multi["communication_to_compute"]
-    kind = "network choke" if ratio >= 1 else "compute choke"
-    change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
-    compute = multi["compute_seconds"] / single["compute_seconds"]
-    moving, computing = multi["transfer_seconds"] * 1e3, multi["compute_seconds"] * 1e3
-    text = (
-        f"with {multi['replicas']} replicas moving data took {moving:,.0f} ms per step and computing "
-        f"{computing:,.0f} ms, {ratio:.2g}× as long: a {kind} by the seed's definition. The step against one "
-        f"replica: {describe_speedup(change)}. Computing alone took {compute:.2f}× as long as with one "
-        f"replica ({single['compute_seconds'] * 1e3:,.0f} ms)"
-    )
-    if compute > 1.1 and shared:
-        return text + (
-            ": every replica runs the whole model on the same cores, its forward reading every weight and "
-            "its backward writing a gradient of every weight, so that work is done once per replica "
-            "whatever the chunk."
-        )
-    if compute < 1 / 1.1 and shared:
-        return text + ": the replicas' threads kept busy cores that one replica's operators left idle."
-    return text + "."
-
-
-def moved_table(moved: dict) -> pd.DataFrame:
-    """The bytes each phase of one step moved between replicas (a ``StepReport``'s ``bytes``), to read."""
-    return pd.DataFrame(
-        {"bytes moved": {phase.replace("_", " "): f"{count:,}" for phase, count in moved.items()}}
-    )
-
-
-def bytes_table(names, replica_counts, samples: int, batch_size: int) -> pd.DataFrame:
-    """``bytes_per_epoch`` to read: MB (10⁶ bytes) per phase and in total (rows), per model and replica
-    count (columns), for one epoch of ``samples`` clips at ``batch_size``."""
-    columns = {}
-    for name in names:
-        model = build_model(name)
-        for replicas in replica_counts:
-            counted = bytes_per_epoch(model, samples=samples, batch_size=batch_size, replicas=replicas)
-            counted["total"] = sum(counted.values())
-            columns[(name, f"{replicas} replicas")] = {
-                phase.replace("_", " "): f"{count / 1e6:,.1f}" for phase, count in counted.items()
-            }
-    return pd.DataFrame(columns).rename_axis("MB moved per epoch")
-
-
-def against_chapter_one(
-    store, records: list[dict], train_set: TensorDataset, device: str, **settings
-) -> dict:
-    """Each one-replica record of ``records`` against chapter 1's plain training step at the same model
-    and batch (``train.stored_step_timing`` with chapter 1's Adam, learning rate 1e-3, and ``settings``):
-    ``table`` (to read: both spreads and ``speedup`` of the replica over chapter 1), ``verdicts`` (how
-    many comparisons gave each verdict) and ``reused`` (whether every chapter-1 record came from the
-    store rather than being measured here)."""
-    before, rows = len(store.records("step_timing")), []
-    for record in (r for r in records if r["result"]["replicas"] == 1):
-        name, size, one = record["config"]["model"], record["config"]["batch_size"], record["result"]
-        plain = stored_step_timing(store, name, train_set, batch_size=size, optimizer="adam", lr=1e-3,
-                                   device=device, **settings)["result"]  # fmt: skip
-        change = speedup(plain["step_seconds_all"], one["step_seconds_all"])
-        rows.append({"model": name, "batch size": size,
-                     "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
-                     "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
-                     "one replica against chapter 1": describe_speedup(change),
-                     "verdict": change["verdict"]})  # fmt: skip
-    table = pd.DataFrame(rows).set_index(["model", "batch size"])
-    return {"table": table.drop(columns="verdict"), "verdicts": table["verdict"].value_counts().to_dict(),
-            "reused": len(store.records("step_timing")) == before}  # fmt: skip
-
-
-def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:
-    """Bytes each phase moves in one epoch, per model, replica count and epoch size, with their total."""
-    rows = []
-    for name in names:
-        model = build_model(name)
-        for replicas in replica_counts:
-            for samples in sample_counts:
-                counted = bytes_per_epoch(model, samples=samples, batch_size=batch_size, replicas=replicas)
-                rows.append({"model": name, "replicas": replicas, "clips": samples, **counted,
-                             "total": sum(counted.values())})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def steps_frame(records: list[dict]) -> pd.DataFrame:
-    """Every timed step of ``dataparallel_timing`` records, one row each: model, replicas, batch, the
-    step's seconds and the epoch seconds it implies."""
-    rows = []
-    for record in records:
-        config, result = record["config"], record["result"]
-        for repeat, seconds in enumerate(result["step_seconds_all"]):
-            rows.append({"model": config["model"], "replicas": result["replicas"],
-                         "batch_size": config["batch_size"], "repeat": repeat, "step_seconds": seconds,
-                         "epoch_seconds": seconds * result["steps_per_epoch"]})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def phase_frame(records: list[dict]) -> pd.DataFrame:
-    """Median seconds and bytes of each phase of ``dataparallel_timing`` records, one row per phase."""
-    return pd.DataFrame(
-        [
-            {"model": record["config"]["model"], "replicas": record["result"]["replicas"],
-             "batch_size": record["config"]["batch_size"], "phase": phase, "seconds": seconds,
-             "bytes": record["result"]["bytes_per_step"].get(phase, 0),
-             "kind": "transfer" if phase in TRANSFER_PHASES else "compute"}
-            for record in records
-            for phase, seconds in record["result"]["phase_seconds"].items()
-        ]
-    )  # fmt: skip
 
 
 def replica_devices(device: str, replicas: int, gpus: int | None = None) -> tuple[list[str], bool]:
@@ -467,68 +343,6 @@ def stored_dataparallel_timing(store, model_name: str, train_set: TensorDataset,
     return store.measure(config, lambda: time_dataparallel_steps(model_name, train_set, **settings))
 
 
-TRANSFER_GROUPS = {
-    "all transfer phases": TRANSFER_PHASES,
-    "broadcast parameters": ("broadcast_parameters",),
-    "reduce gradients": ("reduce_gradients",),
-}
-
-
-def transfer_points(records: list[dict]) -> pd.DataFrame:
-    """One row per ``dataparallel_timing`` record with two replicas or more and per group of transfer
-    phases (``TRANSFER_GROUPS``): the bytes that group moved per step and its median seconds."""
-    rows = []
-    for record in records:
-        result = record["result"]
-        if result["replicas"] < 2:
-            continue
-        for group, phases in TRANSFER_GROUPS.items():
-            rows.append({"phases": group, "model": record["config"]["model"], "replicas": result["replicas"],
-                         "batch_size": record["config"]["batch_size"],
-                         "bytes": sum(result["bytes_per_step"].get(phase, 0) for phase in phases),
-                         "seconds": sum(result["phase_seconds"][phase] for phase in phases)})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def transfer_fits(points: pd.DataFrame) -> dict[str, dict]:
-    """``fit_seconds_per_byte`` per group of ``transfer_points``."""
-    return {
-        group: fit_seconds_per_byte(rows["bytes"], rows["seconds"])
-        for group, rows in points.groupby("phases", sort=False)
-    }
-
-
-def phase_speeds(points: pd.DataFrame, min_bytes: float = 10e6) -> dict[str, tuple[float, float]]:
-    """Per group of ``transfer_points``: the slowest and the fastest bytes per second of its configurations
-    that moved at least ``min_bytes`` per step (where a copy's fixed start-up does not dominate; every
-    configuration where none did)."""
-    speeds = {}
-    for group, rows in points.groupby("phases", sort=False):
-        large = rows[rows["bytes"] >= min_bytes]
-        rate = (large if len(large) else rows).pipe(lambda f: f["bytes"] / f["seconds"])
-        speeds[group] = (float(rate.min()), float(rate.max()))
-    return speeds
-
-
-def fit_seconds_per_byte(bytes_moved, seconds) -> dict:
-    """Least-squares line seconds = intercept + slope x bytes (the seed's "Time = const x Transfer").
-
-    The slope's inverse is the effective bandwidth of the copies, in bytes per second.
-    """
-    x = torch.as_tensor(list(bytes_moved), dtype=torch.float64)
-    y = torch.as_tensor(list(seconds), dtype=torch.float64)
-    design = torch.stack([torch.ones_like(x), x], dim=1)
-    intercept, slope = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1).tolist()
-    residual = y - (intercept + slope * x)
-    r_squared = 1 - float(residual.pow(2).sum() / (y - y.mean()).pow(2).sum())
-    return {
-        "intercept_seconds": intercept,
-        "seconds_per_byte": slope,
-        "bytes_per_second": 1 / slope if slope > 0 else float("inf"),
-        "r_squared": r_squared,
-    }
-
-
 def time_torch_dataparallel_steps(
     model_name: str,
     train_set: TensorDataset,
@@ -549,23 +363,6 @@ def time_torch_dataparallel_steps(
         wrap=lambda model: nn.DataParallel(model, device_ids=device_ids),
     )  # fmt: skip
     return {"replicas": len(device_ids), **timing}
-
-
-def torch_comparison(torch_records: list[dict], ours: list[dict]) -> pd.DataFrame:
-    """``torch.nn.DataParallel``'s median step next to the rebuilt one's, per model, replicas and batch."""
-
-    def key(record):
-        return record["config"]["model"], record["result"]["replicas"], record["config"]["batch_size"]
-
-    rebuilt = {key(record): record["result"]["step_seconds"] for record in ours}
-    rows = []
-    for record in torch_records:
-        model, replicas, batch = key(record)
-        ours = rebuilt.get((model, replicas, batch))
-        rows.append({"model": model, "replicas": replicas, "batch size": batch,
-                     "torch.nn.DataParallel step (ms)": f"{record['result']['step_seconds'] * 1e3:,.1f}",
-                     "rebuilt step (ms)": f"{ours * 1e3:,.1f}" if ours else "—"})  # fmt: skip
-    return pd.DataFrame(rows).set_index(["model", "replicas", "batch size"])
 
 
 def copy_seconds_per_byte(

@@ -59,7 +59,9 @@ class TrafficRecorder:
     kernels (where a backend's future does not, that stream's earlier work counts too: an upper bound);
     ``settle`` reads them once the step has been synchronised. Either way the time includes waiting for
     the other ranks to hand over the same bucket and, with compression, the conversions to 2-byte floats
-    and back.
+    and back. ``marks`` keeps each bucket's hand-over and ready times (seconds, on one clock per step), so
+    that a step's all-reduce can be read as a span: from the first hand-over to the last ready, buckets
+    that overlap each other counted once (``summarize_run``).
     """
 
     def __init__(self, compression: str | None = None, cuda: bool = False) -> None:
@@ -69,6 +71,7 @@ class TrafficRecorder:
         self.step = -1
         self.buckets: list[list[int]] = []
         self.seconds: list[list[float | None]] = []
+        self.marks: list[list[tuple[float, float] | None]] = []
         self._pending: list[tuple] = []
 
     def next_step(self) -> None:
@@ -76,12 +79,14 @@ class TrafficRecorder:
         self.step += 1
         self.buckets.append([])
         self.seconds.append([])
+        self.marks.append([])
 
     def start(self, nbytes: int, device: torch.device | None = None) -> tuple[int, int, object]:
         """A bucket of ``nbytes`` on ``device`` is handed over: its place (step, index) and its clock."""
         index = len(self.buckets[self.step])
         self.buckets[self.step].append(nbytes)
         self.seconds[self.step].append(None)
+        self.marks[self.step].append(None)
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record(torch.cuda.current_stream(device))
@@ -97,12 +102,18 @@ class TrafficRecorder:
             end.record(torch.cuda.current_stream(device))
             self._pending.append((step, index, start, end))
         else:
-            self.seconds[step][index] = time.perf_counter() - clock
+            now = time.perf_counter()
+            self.seconds[step][index] = now - clock
+            self.marks[step][index] = (clock, now)
 
     def settle(self) -> None:
-        """Turn recorded CUDA events into seconds; call after the device has been synchronised."""
+        """Turn recorded CUDA events into seconds; call after the device has been synchronised. Marks are
+        measured from the step's first hand-over."""
+        firsts = {}
         for step, index, start, end in self._pending:
             self.seconds[step][index] = start.elapsed_time(end) / 1000
+            first = firsts.setdefault(step, start)
+            self.marks[step][index] = (first.elapsed_time(start) / 1000, first.elapsed_time(end) / 1000)
         self._pending.clear()
 
 
@@ -257,7 +268,8 @@ def train_rank(config: dict, output: Path) -> None:
         write_rank_result(
             output, rank, world_size, config, device,
             {"history": history, "bucket_bytes_per_step": traffic.buckets,
-             "bucket_seconds_per_step": traffic.seconds, "gradient_bytes": parameter_bytes(model)},
+             "bucket_seconds_per_step": traffic.seconds, "bucket_marks_per_step": traffic.marks,
+             "gradient_bytes": parameter_bytes(model)},
         )  # fmt: skip
 
 
@@ -304,26 +316,32 @@ def summarize_run(results: list[dict], warmup_steps: int = 0) -> dict:
     """What a chapter reads of one launch: the steps after the first ``warmup_steps`` (the timed ones),
     the all-reduce's seconds of each timed step, the last epoch's time, losses, accuracy and traffic.
 
-    A timed step's all-reduce seconds add up its buckets' times, each bucket's the shortest over the
-    ranks: a rank that hands over a bucket early waits for the last one, whose time is the all-reduce's
-    own. ``steps`` counts every step of every epoch (``steps_per_epoch`` one epoch's).
+    A timed step's all-reduce is the span from its first bucket's hand-over to its last bucket's ready
+    time, buckets that overlap counted once, the shortest over the ranks: a rank that hands over early
+    waits for the last one, whose span is the all-reduce's own (``allreduce_seconds_all``). What of it no
+    computation hides is the part after the last hand-over, when backward has produced every gradient
+    (``exposed_allreduce_seconds_all``). ``steps`` counts every step of every epoch (``steps_per_epoch``
+    one epoch's).
     """
     first = results[0]
     last = first["history"][-1]
     every_step = [seconds for row in first["history"] for seconds in row.get("step_seconds", [])]
     steps = len(first["bucket_bytes_per_step"])
     all_reduced = sum(sum(step) for step in first["bucket_bytes_per_step"])
-    timings = [result.get("bucket_seconds_per_step") for result in results]
-    allreduce = []
-    if every_step and all(timings):
+    marks = [result.get("bucket_marks_per_step") for result in results]
+    allreduce, exposed = [], []
+    if every_step and all(marks):
         for step in range(warmup_steps, steps):
-            buckets = range(len(timings[0][step]))
-            allreduce.append(sum(min(ranks[step][b] for ranks in timings) for b in buckets))
+            per_rank = [ranks[step] for ranks in marks if all(ranks[step])]
+            if per_rank:
+                allreduce.append(min(max(e for _, e in r) - min(s for s, _ in r) for r in per_rank))
+                exposed.append(min(max(e for _, e in r) - max(s for s, _ in r) for r in per_rank))
     return {
         "world_size": first["world_size"],
         "epoch_seconds": last["epoch_seconds"],
         "step_seconds_all": every_step[warmup_steps:],
         "allreduce_seconds_all": allreduce,
+        "exposed_allreduce_seconds_all": exposed,
         "warmup_steps": warmup_steps,
         "steps_per_epoch": steps // len(first["history"]),
         "method": f"wall time of each step on rank 0 after the first {warmup_steps} (warm-up), the data's "
@@ -343,7 +361,7 @@ def summarize_run(results: list[dict], warmup_steps: int = 0) -> dict:
 
 
 def stored_ddp_run(
-    store, world_size: int, time_limit_seconds: float = 900, launch_number: int = 0, **settings
+    store, world_size: int, time_limit_seconds: float = 900, launch_number: int | str = 0, **settings
 ) -> dict:
     """Launch ``world_size`` ranks through the results store (a finished identical run is reused).
 
@@ -508,16 +526,21 @@ def launch_order(sweeps: dict[str, dict]) -> list[tuple[str, dict, int]]:
 
 
 def run_sweeps(
-    store, base: dict, sweeps: dict[str, dict], description: str = "DDP launches"
+    store, base: dict, sweeps: dict[str, dict], description: str = "DDP launches", alongside=None
 ) -> dict[str, list[tuple[dict, dict]]]:
     """Every launch of ``sweeps`` (``chapter_sweeps``) over the ``base`` settings, in ``launch_order``;
-    per section its (variation with its ``launch`` number, record) pairs."""
+    per section its (variation with its ``launch`` number, record) pairs. ``alongside(n)``, when given,
+    runs at the end of round n: what is compared with launch n of these configurations (DataParallel
+    timed in-process, a Lightning launch) is measured in the same round, minutes from it, not after all."""
     runs: dict[str, list[tuple[dict, dict]]] = {section: [] for section in sweeps}
-    for section, variation, number in tqdm(launch_order(sweeps), desc=description):
+    order = launch_order(sweeps)
+    for index, (section, variation, number) in enumerate(tqdm(order, desc=description)):
         settings = {**base, **variation}
         ranks = settings.pop("ranks")
         record = stored_ddp_run(store, ranks, launch_number=number, **settings)
         runs[section].append(({**variation, "launch": number}, record))
+        if alongside is not None and (index + 1 == len(order) or order[index + 1][2] != number):
+            alongside(number)
     return runs
 
 

@@ -85,12 +85,12 @@ def bf16_units(device: str = "cpu") -> str:
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as cpuinfo:
             flags = {flag for line in cpuinfo if line.startswith("flags") for flag in line.split()[2:]}
-    native = bool(flags & {"avx512_bf16", "amx_bf16"})
+    found = [name for flag, name in (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX")) if flag in flags]
+    if found:
+        return f"this CPU has bf16 units ({' and '.join(found)})"
     return (
-        "this CPU has bf16 units (AVX512-BF16 or AMX)"
-        if native
-        else "this CPU has no bf16 units: its kernels reach bf16 through float32, at a cost that depends "
-        "on the operator"
+        "this CPU has no bf16 units: its kernels reach bf16 through float32, at a cost that depends on the "
+        "operator"
     )
 
 
@@ -542,3 +542,18 @@ def machine_from_arguments(args) -> Machine:
     if args.gpu_memory_gib is not None:
         raise ValueError("--gpu-memory-gib describes a GPU: give --gpus and --gpu-name with it")
     return Machine.here()
+
+
+def busy_warning(threshold: float = 0.5) -> str | None:
+    """One line when the 1-minute load average says other work runs here (above ``threshold`` per usable
+    core): timings measured now would be disturbed by it. None on a quiet machine or where the load
+    average is unknown."""
+    if not hasattr(os, "getloadavg"):
+        return None
+    load, cores = os.getloadavg()[0], usable_cores()
+    if load <= threshold * cores:
+        return None
+    return (
+        f"warning: this machine is busy (1-minute load average {load:.1f} on {cores} cores): timings "
+        "measured now are slowed by the other work; every record keeps the load it was measured under"
+    )

@@ -345,6 +345,23 @@ def backend_support() -> list[dict]:
     return rows
 
 
+def support_here() -> pd.DataFrame:
+    """``backend_support`` with one row per backend: whether it is compiled into this torch, and whether
+    two ranks may start here with CPU and with CUDA tensors ("yes", "no", or "not used by this study"
+    for a backend compiled in that the study never launches)."""
+    rows: dict[str, dict] = {}
+    for row in backend_support():
+        entry = rows.setdefault(
+            row["backend"],
+            {"backend": row["backend"], "compiled into this torch": "yes" if row["in this build"] else "no"},
+        )
+        runs = "yes" if row["2 ranks here"] else "no"
+        if row["in this build"] and row["backend"] not in BACKENDS:
+            runs = "not used by this study"
+        entry[f"2 ranks here, {row['tensors on'].upper()} tensors"] = runs
+    return pd.DataFrame(list(rows.values())).set_index("backend")
+
+
 def backend_rules(
     world_size: int = 2, gpu_counts: tuple[int, ...] = (0, 1, 2)
 ) -> tuple[pd.DataFrame, list[str]]:

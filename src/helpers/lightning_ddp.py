@@ -46,6 +46,7 @@ from helpers.ddp import (
     stored_ddp_run,
     summarize_run,
 )
+from helpers.ddp_results import relative_difference
 from helpers.launch import check_launch, launch
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import describe_speedup, launch_speedup
@@ -289,6 +290,7 @@ def train_rank(config: dict, output: Path) -> None:
                 "history": history,
                 "bucket_bytes_per_step": traffic.buckets,
                 "bucket_seconds_per_step": traffic.seconds,
+                "bucket_marks_per_step": traffic.marks,
                 "gradient_bytes": parameter_bytes(module.model),
                 "framework": f"lightning {pl.__version__}",
                 "strategy": type(trainer.strategy).__name__,
@@ -366,15 +368,27 @@ def planned_ranks(world_sizes, settings: dict, machine=None) -> tuple[int | None
     return None, skipped
 
 
+def launch_round(store, models, world_sizes, settings: dict, number: int) -> None:
+    """Lightning's launch ``number`` of each of ``models`` at ``planned_ranks``' size (nothing where it
+    can run none): round ``number`` of ``compare``, run by ``ddp.run_sweeps`` beside that round's
+    hand-written launches."""
+    size, _ = planned_ranks(world_sizes, settings)
+    for name in models if size else []:
+        stored_lightning_run(store, size, launch_number=number, **{**settings, "model": name})
+
+
 def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> dict:
     """The hand-written DDP worker against Lightning on each of ``models``, through the store, at the
-    largest of ``world_sizes`` that Lightning can run here (``planned_ranks``), ``launches`` times each,
-    alternating: by hand, then Lightning, launch after launch.
+    largest of ``world_sizes`` that Lightning can run here (``planned_ranks``), ``launches`` rounds:
+    Lightning's launch n against the hand-written launch n of the same settings. Both are reused from the
+    store where the chapter's rounds (``ddp.run_sweeps`` with ``launch_round`` alongside) measured them
+    side by side; a comparison of launches made far apart would measure whatever else changed in between.
 
     Returns ``launches`` (one row per launch: model, framework, launch, its median step; empty when
     nothing could run), ``table`` (per model and framework: the median over launches of the launch
     medians, Lightning's speed-up over the hand-written loop across launches, the last training loss and
-    the largest per-step relative loss difference from the hand-written run of the same launch),
+    the largest per-step relative loss difference from the hand-written run of the same launch, "0
+    (identical)" where none differs),
     ``ranks`` (the size compared, or None) and ``note`` (one sentence: what was compared and what was
     skipped, with the reasons).
     """
@@ -393,7 +407,7 @@ def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> di
         hand, ours = (launch_steps(runs, model=name, framework=f) for f in ("by hand", lightning))
         change = launch_speedup(hand, ours)
         pairs = zip(launch_records(runs, name, "by hand"), launch_records(runs, name, lightning), strict=True)
-        difference = max(loss_parity(a, b)["largest_rel_difference"] for a, b in pairs)
+        difference = relative_difference(max(loss_parity(a, b)["largest_rel_difference"] for a, b in pairs))
         for framework, steps in (("by hand", hand), (lightning, ours)):
             last = launch_records(runs, name, framework)[0]["result"]
             ours_row = framework == lightning
@@ -401,7 +415,7 @@ def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> di
                          "step time (s)": significant(median_of_medians(steps)),
                          "against by hand": describe_speedup(change) if ours_row else "",
                          "train loss": f"{last['train_loss']:.4f}",
-                         "loss difference (relative)": f"{difference:.1e}" if ours_row else ""})  # fmt: skip
+                         "loss difference (relative)": difference if ours_row else ""})  # fmt: skip
     compared = (
         f"Compared at {size} rank(s), {launches} launches each."
         if size

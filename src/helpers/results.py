@@ -162,6 +162,7 @@ class ResultStore:
         if record := self.get(config, module):
             self._log("reused", config)
             return record
+        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         started = time.perf_counter()
         result = function()
         record = {
@@ -177,6 +178,9 @@ class ResultStore:
             "wall_seconds": time.perf_counter() - started,
             # whether this process let float32 run on TF32 units (launched ranks record their own too)
             "tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),
+            # the machine's 1-minute load average before and after: other work competing with this
+            # measurement shows here (a quiet 2-core machine running one process reads about 1)
+            "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
         }
         self._write_provenance()
         write_json_atomically(self.path(config, module), record)

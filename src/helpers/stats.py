@@ -110,16 +110,22 @@ def launch_speedup(
     }
 
 
-def describe_speedup(result: dict, digits: int = 2) -> str:
+def plural(count: int, noun: str) -> str:
+    """``noun`` as ``count`` of it are called: launch, launches; round, rounds."""
+    return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+
+
+def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
-    (0.74–1.90×, 3 launches each)``; one phrase, no nested parentheses, to sit in a sentence."""
+    (0.74–1.90×, 3 launches each)``; one phrase, no nested parentheses, to sit in a sentence. ``unit`` names
+    what was repeated, in the singular (an independent launch, a round of measurements)."""
     interval = f"{result['low']:.{digits}f}–{result['high']:.{digits}f}×"
     launches = result.get("launches")
     if launches:
         counted = (
-            f"{launches[0]} launches each"
+            f"{launches[0]} {plural(launches[0], unit)} each"
             if launches[0] == launches[1]
-            else f"{launches[0]} and {launches[1]} launches"
+            else f"{launches[0]} and {launches[1]} {plural(launches[1], unit)}"
         )
         interval += f", {counted}"
     return f"{result['verdict']}, {result['speedup']:.{digits}f}× ({interval})"

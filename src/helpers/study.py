@@ -37,7 +37,14 @@ import pandas as pd
 import yaml
 
 from helpers.dependencies import code_version, imported_helpers
-from helpers.hardware import Machine, add_machine_arguments, cuda_problem, fingerprint, machine_from_arguments
+from helpers.hardware import (
+    Machine,
+    add_machine_arguments,
+    busy_warning,
+    cuda_problem,
+    fingerprint,
+    machine_from_arguments,
+)
 from helpers.paths import project_root, results_dir
 from helpers.processes import stop_process_tree
 from helpers.provenance import write_provenance_page
@@ -241,7 +248,8 @@ def plan(
     gpus: int | None = None,
     machine: Machine | None = None,
 ) -> list[Chapter]:
-    """The chapters to run, in order, with their parameters; unknown names and parameters are refused.
+    """The chapters to run, in study.yml's ``run_order``, with their parameters; unknown names and
+    parameters are refused.
 
     ``gpus`` (how many GPUs the multi-device chapters may use) is passed to every chapter that declares
     a ``gpus`` parameter; asking for more than are visible (on ``machine``, when it describes one) is
@@ -259,8 +267,14 @@ def plan(
     visible = machine.gpus if machine is not None else visible_gpus()
     if gpus is not None and gpus > visible:
         raise ValueError(f"{gpus} GPUs asked for, but {visible} are visible")
+    order = study.get("run_order") or list(sources)
+    if sorted(order) != sorted(sources):
+        raise ValueError(
+            f"study.yml's run_order must name every chapter once, not {', '.join(order)}; "
+            f"the chapters: {', '.join(sources)}"
+        )
     chapters = []
-    for name in (n for n in sources if not names or n in names):
+    for name in (n for n in order if not names or n in names):
         declared = declared_parameters(sources[name])
         parameters = {"results_run": profile, **(settings.get(name) or {})}
         if gpus is not None and "gpus" in declared:
@@ -387,8 +401,8 @@ def interruptible():
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, handler in previous.items():  # None: a handler set outside Python, not restorable
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def format_eta(seconds: float | None) -> str:
@@ -408,8 +422,19 @@ def run(
 ) -> pd.DataFrame:
     """Check everything, then run (or skip) every planned chapter; returns the summary table.
 
-    An interrupt (Ctrl-C, SIGTERM) stops the chapter in progress, which is reported as ``interrupted``.
+    An interrupt (Ctrl-C, SIGTERM) stops the chapter in progress, which is reported as ``interrupted``;
+    one that arrives before the first chapter or after the last (while planning, or writing the
+    provenance page) raises KeyboardInterrupt. Both signals are handled so from the first check to the
+    provenance page, whatever handlers the process inherited, and those are restored afterwards.
     """
+    with interruptible():
+        return _run(profile, names, force, gpus, time_limit_minutes)
+
+
+def _run(
+    profile: str, names: list[str] | None, force: bool, gpus: int | None, time_limit_minutes: float | None
+) -> pd.DataFrame:
+    """``run``'s work, with its signal handlers in place."""
     profile = resolve_profile(profile)
     chapters = plan(profile, names, gpus=gpus)
     if time_limit_minutes is not None:
@@ -429,9 +454,11 @@ def run(
             flush=True,
         )
     ResultStore(profile)  # refuses a results folder of another schema version before any work
+    if profile != "smoke" and (busy := busy_warning()):
+        print(busy, flush=True)
     rows = []
     started = time.perf_counter()
-    with interruptible(), study_lock():
+    with study_lock():
         for number, chapter in enumerate(chapters, 1):
             to_run = [c.name for c in chapters[number - 1 :] if force or not c.is_current()]
             eta, fresh = estimate_seconds(profile, to_run)
@@ -491,12 +518,12 @@ def run_chapter(chapter: Chapter, profile: str, finished: str = "finished") -> d
 def planned_items(profile: str, names: list[str] | None, machine: Machine, gpus: int | None = None) -> list:
     """Every launch and stretch of work of ``profile``'s chapters on ``machine``, validated and timed
     (``helpers.plan``), from each chapter's defaults overridden by the profile."""
-    from helpers.plan import items_of
+    from helpers.chapter_plans import items_of, reuse_across_chapters
 
     items = []
     for chapter in plan(profile, names, gpus=gpus, machine=machine):
         items += items_of(chapter.name, {**notebook_defaults(chapter.source), **chapter.parameters}, machine)
-    return items
+    return reuse_across_chapters(items)
 
 
 def print_plan(parser: argparse.ArgumentParser, args) -> int:

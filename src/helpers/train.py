@@ -55,6 +55,18 @@ def pick_device(name: str = "auto") -> torch.device:
     return device
 
 
+def counted(count: int, noun: str) -> str:
+    """``3 warm-up steps``, ``1 warm-up step``: a count with its noun, plural unless it is one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def highest_load(record: dict) -> float | None:
+    """The higher of the 1-minute load averages a record was measured under (``load_average``: before and
+    after), or None where the record or the system kept none."""
+    readings = [value for value in record.get("load_average") or [] if value is not None]
+    return max(readings) if readings else None
+
+
 def check_positive(**values: int) -> None:
     """ValueError naming the first value that is not a positive integer."""
     for name, value in values.items():
@@ -208,7 +220,8 @@ def train(
     inputs, targets = train_on.tensors
     warm_up(model, optimizer, lr, inputs[:batch_size], targets[:batch_size], warmup_steps)
     generator = torch.Generator().manual_seed(seed)
-    run = TrainingRun(method=f"full epoch, after {warmup_steps} warm-up step(s) on a copy")
+    warmup = counted(warmup_steps, "warm-up step")
+    run = TrainingRun(method=f"each epoch in full, after {warmup} on a copy of the model")
     step_losses = []
     for epoch in tqdm(range(1, epochs + 1), desc=f"{model_name} bs={batch_size}", disable=not progress):
         loss_sum = torch.zeros((), device=target)
@@ -315,7 +328,7 @@ def time_training_steps(
         "epoch_seconds": median * steps_per_epoch,
         "samples_per_second": batch_size / median,
         "method": f"median of {timed_steps} timed steps x {steps_per_epoch} steps per epoch, "
-        f"after {warmup_steps} warm-up step(s)",
+        f"after {counted(warmup_steps, 'warm-up step')}",
     }
 
 
@@ -459,6 +472,30 @@ def batch_effects(steps: pd.DataFrame) -> dict[str, dict]:
     return effects
 
 
+def explain_batch_effect(model: str, change: dict, smallest: int, largest: int, parameters: int) -> str:
+    """Why ``model``'s epoch changed (or did not) from batch ``smallest`` to ``largest``, following the
+    verdict of ``batch_effects`` (``change``); ``parameters``: the model's parameter count. Plain text."""
+    verdict = change["verdict"]
+    if verdict == "faster":
+        return (
+            f"{model}'s epoch is shorter at batch {largest}: what a step costs whatever its batch (the "
+            f"optimizer's pass over all {parameters:,} parameters, starting every operator) is paid "
+            f"{largest / smallest:.3g} times less often per epoch, and larger operators can keep more cores "
+            "busy"
+        )
+    if verdict == "slower":
+        return (
+            f"{model}'s epoch is longer at batch {largest} than at batch {smallest}: whatever the larger "
+            "batch saves on per-step costs, each of its samples costs more there"
+        )
+    if verdict == "no measurable difference":
+        return (
+            f"{model}'s epoch takes as long at batch {largest} as at batch {smallest}: its step is work on "
+            "its samples at every batch, with no per-step cost large enough to amortise"
+        )
+    return f"{model}'s timed steps spread too widely to tell whether a larger batch shortens its epoch"
+
+
 def final_table(history: pd.DataFrame) -> pd.DataFrame:
     """The last epoch of each model's ``history_frame``, to read: accuracies in percent, the epoch's time."""
     last = history.groupby("model", sort=False).last()
@@ -493,11 +530,15 @@ def against_chance(accuracy: float, clips: int, classes: int = 10, threshold: fl
 
 def precision_memory_table(memory: pd.DataFrame) -> pd.DataFrame:
     """``precision_comparison``'s memory rows, to read: MiB kept for backward per sample and whatever the
-    batch, per model and precision."""
+    batch, per model and precision (three decimals; nothing kept is 0)."""
+
+    def mib(value: float) -> str:
+        return "0" if value == 0 else f"{value:.3f}"
+
     return pd.DataFrame(
         {
-            "kept for backward per sample (MiB)": memory["saved_mib_per_sample"].map("{:.3f}".format).values,
-            "kept whatever the batch (MiB)": memory["saved_mib_fixed"].map("{:.3f}".format).values,
+            "kept for backward per sample (MiB)": memory["saved_mib_per_sample"].map(mib).values,
+            "kept whatever the batch (MiB)": memory["saved_mib_fixed"].map(mib).values,
         },
         index=pd.MultiIndex.from_frame(memory[["model", "precision"]]),
     )

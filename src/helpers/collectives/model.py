@@ -171,6 +171,11 @@ def fit_alpha_beta(frame: pd.DataFrame) -> dict:
     which carry the information about α, weigh as much as large ones. ``median_relative_error`` says how
     far the fitted line lies from the points. Rows of one rank carry no information and are dropped; a
     frame holding several ``operation`` values is refused (fit one at a time).
+
+    Where the rows keep every iteration (``seconds_all``), each row's time is the lower quartile of its
+    iterations: what the link does when nothing interrupts it. On a CPU shared with other processes a
+    quarter or more of the iterations can stall for milliseconds (the scheduler's time slices), and a fit
+    to medians then reads the stalls as latency (α 16× too large in one run here).
     """
     if "operation" in frame and frame["operation"].nunique() > 1:
         raise ValueError(f"fit one operation at a time, not {sorted(frame['operation'].unique())}")
@@ -182,7 +187,10 @@ def fit_alpha_beta(frame: pd.DataFrame) -> dict:
     latencies, nbytes = alpha_beta_terms(
         operation, rows["world_size"].to_numpy(dtype=float), rows["bytes"].to_numpy(dtype=float), chunks
     )
-    seconds = rows["seconds"].to_numpy(dtype=float)
+    if "seconds_all" in rows:
+        seconds = np.array([np.percentile(times, 25) for times in rows["seconds_all"]], dtype=float)
+    else:
+        seconds = rows["seconds"].to_numpy(dtype=float)
     design = np.column_stack([latencies, nbytes]) / seconds[:, None]
     scale = np.linalg.norm(design, axis=0)  # columns differ by ~10⁷: solve in units of equal size
     solution, _ = nnls(design / scale, np.ones_like(seconds))

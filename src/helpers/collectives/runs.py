@@ -95,22 +95,41 @@ def benchmark_frames(records: list[dict]) -> pd.DataFrame:
     )
 
 
+def _cores(cores) -> str:
+    """``core 0``, ``cores 0 and 1``, ``cores 0, 1 and 2``."""
+    if len(cores) == 1:
+        return f"core {cores[0]}"
+    return "cores " + ", ".join(map(str, cores[:-1])) + f" and {cores[-1]}"
+
+
+def is_pinned(record: dict) -> bool | None:
+    """Whether a benchmark launch's ranks each ran on a share of the cores of their own (disjoint shares,
+    from the cores every rank recorded); None where the placement was not recorded."""
+    cores = record["result"].get("cores_per_rank")
+    if not cores or None in cores:
+        return None
+    return len(cores) > 1 and sum(map(len, cores)) == len(set().union(*map(set, cores)))
+
+
+def placement_of(record: dict) -> str:
+    """Where one benchmark launch's ranks ran: ``pinned, rank 0 on core 0, rank 1 on core 1``, or ``not
+    pinned, 3 ranks on 2 cores`` (more ranks than cores), or ``placement not recorded``."""
+    pinned, cores = is_pinned(record), record["result"].get("cores_per_rank")
+    if pinned is None:
+        return "placement not recorded"
+    if pinned:
+        return "pinned, " + ", ".join(f"rank {rank} on {_cores(c)}" for rank, c in enumerate(cores))
+    shared = len(set().union(*map(set, cores)))
+    ranks = f"{len(cores)} rank{'' if len(cores) == 1 else 's'}"
+    return f"not pinned, {ranks} on {shared} core{'' if shared == 1 else 's'}"
+
+
 def placement(records: list[dict]) -> str:
-    """Where each benchmark launch's ranks ran: pinned one share of cores per rank, or left to the
-    scheduler (more ranks than cores), from the cores every rank recorded."""
-    phrases = []
-    for record in records:
-        k, cores = record["config"]["world_size"], record["result"].get("cores_per_rank")
-        where = f"{record['config']['backend']}, {k} ranks"
-        if not cores or None in cores:
-            phrases.append(f"{where}: placement not recorded")
-            continue
-        every = set().union(*map(set, cores))
-        if len(cores) > 1 and sum(map(len, cores)) == len(every):  # disjoint shares: pinned
-            shares = "; ".join(", ".join(map(str, c)) for c in cores)
-            phrases.append(f"{where}: each rank pinned to its own core(s) ({shares})")
-        else:
-            phrases.append(f"{where}: not pinned, {k} ranks share {len(every)} core(s)")
+    """``placement_of`` every benchmark launch, each named by its backend and rank count."""
+    phrases = [
+        f"{record['config']['backend']}, {record['config']['world_size']} ranks: {placement_of(record)}"
+        for record in records
+    ]
     return "; ".join(phrases) + "."
 
 

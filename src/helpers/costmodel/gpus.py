@@ -199,9 +199,15 @@ def parameters_of(model_name: str) -> int:
 
 def gradient_sizes(model_name: str) -> list[int]:
     """Bytes of each parameter's gradient in the order backward produces them: what DDP buckets."""
+    return list(_gradient_sizes(model_name))
+
+
+@functools.cache
+def _gradient_sizes(model_name: str) -> tuple[int, ...]:
+    """``gradient_sizes``, computed once per model (a band prices the same model thousands of times)."""
     if model_name in REGISTERED:
-        return list(REGISTERED[model_name].gradient_sizes)
-    return gradient_sizes_in_backward_order(model_name)
+        return tuple(REGISTERED[model_name].gradient_sizes)
+    return tuple(gradient_sizes_in_backward_order(model_name))
 
 
 @functools.cache

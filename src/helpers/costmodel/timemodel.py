@@ -401,27 +401,31 @@ def predict_step_seconds(method: str, model: str, global_batch: int, world_size:
 
 
 def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
-    """α and β of ``dist.all_reduce`` from chapter 4's ``collective_benchmark`` records: every size on two
-    ranks (``LINK_FIT_WORLD_SIZE``), where the link is fitted — three ranks on two cores measure the
-    scheduler too; a clear error when chapter 4 has not measured this backend on two ranks."""
-    frames = [
-        benchmark_frame(record["result"]).assign(
+    """α and β of ``dist.all_reduce`` from one ``collective_benchmark`` record: every size on two ranks
+    (``LINK_FIT_WORLD_SIZE``), where the link is fitted — three ranks on two cores measure the scheduler
+    too. Of several records (chapter 4's benchmark, and the all-reduce alone that chapter 3 or 5 measures
+    where chapter 4 has not run) the one with the most such sizes is used, the newest of equals, so that
+    every chapter prices the all-reduce with the same fit: chapter 4's once it has run (``record_key``
+    names the record). A clear error when nothing has measured this backend on two ranks."""
+    candidates = []
+    for record in records:
+        if record["kind"] != "collective_benchmark":
+            continue
+        frame = benchmark_frame(record["result"]).assign(
             backend=record["config"]["backend"], device=record["config"]["device"]
         )
-        for record in records
-        if record["kind"] == "collective_benchmark"
-    ]
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if not rows.empty:
-        rows = rows.query("operation == 'all_reduce' and status == 'ok'")
-        rows = rows[rows["world_size"] == LINK_FIT_WORLD_SIZE]
-        rows = rows.query("backend == @backend and device == @device")
+        frame = frame.query("operation == 'all_reduce' and status == 'ok'")
+        frame = frame[frame["world_size"] == LINK_FIT_WORLD_SIZE].query(
+            "backend == @backend and device == @device"
+        )
+        candidates.append((len(frame), record.get("measured_at", ""), frame, record.get("key")))
+    rows, key = max(candidates, key=lambda c: c[:2])[2:] if candidates else (pd.DataFrame(), None)
     if len(rows) < 2:
         raise ValueError(
             f"no all_reduce benchmark of {backend} on {device} on two ranks among the records; "
             "run chapter 4 (helpers.collectives.runs.stored_benchmark) first"
         )
-    return fit_alpha_beta(rows.drop(columns=["operation"]))
+    return {**fit_alpha_beta(rows.drop(columns=["operation"])), "record_key": key}
 
 
 def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", device: str = "cpu") -> dict:

@@ -1,0 +1,76 @@
+"""Chapter 3's comparisons with DDP's launches: chapter 2's DataParallel timed in this process, and the
+same training loop under Lightning, each measured in the rounds of the chapter's sweep (``ddp.run_sweeps``
+with ``alongside``) and set against that round's DDP launch of the same settings, so that a slow spell of
+the machine falls on both sides of a comparison.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers import lightning_ddp
+from helpers.dataparallel import stored_dataparallel_timing
+from helpers.ddp import median_of_medians, significant, stored_ddp_run
+from helpers.stats import describe_speedup, launch_speedup
+
+
+def chapter_rounds(
+    store, models, train_set, devices: list[str], batch_size: int, warmup_steps: int,
+    lightning_models, world_sizes, settings: dict,
+):  # fmt: skip
+    """The ``alongside`` of chapter 3's ``ddp.run_sweeps``: in round n, DataParallel timed on each of
+    ``models`` (``time_dataparallel``), then Lightning's launch n of each of ``lightning_models`` where
+    Lightning is installed (``lightning_ddp.launch_round``; none: no Lightning)."""
+
+    def alongside(number: int) -> None:
+        time_dataparallel(store, models, train_set, devices, batch_size, warmup_steps, number)
+        if lightning_models and lightning_ddp.available():
+            lightning_ddp.launch_round(store, lightning_models, world_sizes, settings, number)
+
+    return alongside
+
+
+def time_dataparallel(
+    store, models, train_set, devices: list[str], batch_size: int, warmup_steps: int, number: int,
+    timed_steps: int = 5,
+) -> None:  # fmt: skip
+    """Chapter 2's DataParallel timed in this process (seed ``number``, its own model and warm-up) on each
+    of ``models``: round ``number`` of ``dataparallel_against_ddp``, run by ``ddp.run_sweeps`` beside
+    that round's DDP launches."""
+    for name in models:
+        stored_dataparallel_timing(
+            store, name, train_set, devices=devices, batch_size=batch_size, timed_steps=timed_steps,
+            warmup_steps=warmup_steps, seed=number,
+        )  # fmt: skip
+
+
+def dataparallel_against_ddp(
+    store, models, train_set, devices: list[str], batch_size: int, settings: dict, ranks: int,
+    timings: int, warmup_steps: int, timed_steps: int = 5,
+) -> pd.DataFrame:  # fmt: skip
+    """Chapter 2's DataParallel against DDP on ``ranks`` ranks with ``settings`` (the chapter's common
+    DDP settings), per model: DataParallel's timing n (``time_dataparallel``) against DDP's launch n of
+    the same settings, ``timings`` rounds; both are reused from the store where the chapter's rounds
+    measured them side by side. Each side's median step, and DDP's speed-up over DataParallel across the
+    rounds."""
+    rows = []
+    for name in models:
+        parallel, distributed = [], []
+        for number in range(timings):
+            parallel.append(stored_dataparallel_timing(
+                store, name, train_set, devices=devices, batch_size=batch_size, timed_steps=timed_steps,
+                warmup_steps=warmup_steps, seed=number)["result"]["step_seconds_all"])  # fmt: skip
+            launched = stored_ddp_run(store, ranks, launch_number=number, model=name, **settings)
+            distributed.append(launched["result"]["step_seconds_all"])
+        change = launch_speedup(parallel, distributed)
+        verdict = describe_speedup(change, unit="round")
+        rows.append({"model": name, "replicas": ranks,
+                     "DataParallel step (s)": significant(median_of_medians(parallel)),
+                     "DDP step (s)": significant(median_of_medians(distributed)),
+                     "DDP against DataParallel": verdict})  # fmt: skip
+    return pd.DataFrame(rows).set_index("model")
+
+
+def dataparallel_answer(table: pd.DataFrame) -> str:
+    """``dataparallel_against_ddp``'s verdicts in one phrase: ```LinearNet``: faster, 2.12× (…); …``."""
+    return "; ".join(f"`{model}` {row['DDP against DataParallel']}" for model, row in table.iterrows())

@@ -1,0 +1,50 @@
+"""helpers.ddp_compare: DataParallel and Lightning set against the DDP launch of their own round."""
+
+import pandas as pd
+
+from helpers import ddp_compare, lightning_ddp
+
+
+def test_dataparallel_is_set_against_the_ddp_launch_of_its_own_round(monkeypatch):
+    timed, launched = [], []
+
+    def timing(store, name, train_set, **options):
+        timed.append((name, options["seed"]))
+        return {"result": {"step_seconds_all": [2.0] * 5}}
+
+    def run(store, ranks, launch_number, **settings):
+        launched.append((settings["model"], ranks, launch_number))
+        return {"result": {"step_seconds_all": [1.0] * 5}}
+
+    monkeypatch.setattr(ddp_compare, "stored_dataparallel_timing", timing)
+    monkeypatch.setattr(ddp_compare, "stored_ddp_run", run)
+    ddp_compare.time_dataparallel(None, ["LinearNet"], [], ["cpu"], 8, 2, number=1)
+    assert timed == [("LinearNet", 1)]  # round 1's timing, as ddp.run_sweeps' `alongside` makes it
+    table = ddp_compare.dataparallel_against_ddp(None, ["LinearNet"], [], ["cpu"] * 2, 8, {}, 2, 3, 2)
+    # timing n against launch n of the same settings: the sweep's integer launch numbers, not launches of
+    # its own
+    assert launched == [("LinearNet", 2, 0), ("LinearNet", 2, 1), ("LinearNet", 2, 2)]
+    assert timed[1:] == [("LinearNet", 0), ("LinearNet", 1), ("LinearNet", 2)]
+    assert table.loc["LinearNet", "DDP against DataParallel"] == "faster, 2.00× (2.00–2.00×, 3 rounds each)"
+
+
+def test_a_round_times_dataparallel_then_launches_lightning_where_it_is_asked_for(monkeypatch):
+    done = []
+    monkeypatch.setattr(ddp_compare, "time_dataparallel", lambda *a: done.append(("DataParallel", a[-1])))
+    monkeypatch.setattr(lightning_ddp, "available", lambda: True)
+    monkeypatch.setattr(lightning_ddp, "launch_round", lambda *a: done.append(("Lightning", a[-1])))
+    ddp_compare.chapter_rounds(None, ["LinearNet"], [], ["cpu"], 8, 2, ["LinearNet"], [1, 2], {})(1)
+    ddp_compare.chapter_rounds(None, ["LinearNet"], [], ["cpu"], 8, 2, [], [1, 2], {})(2)
+    assert done == [("DataParallel", 1), ("Lightning", 1), ("DataParallel", 2)]  # no Lightning asked for
+
+
+def test_the_answer_lists_each_model_s_verdict():
+    table = pd.DataFrame(
+        {"DDP against DataParallel": ["faster, 2.00× (1.90–2.10×, 3 rounds each)",
+                                      "not resolved, 1.02× (0.90–1.20×, 3 rounds each)"]},
+        index=pd.Index(["LinearNet", "ConvNet"], name="model"),
+    )  # fmt: skip
+    assert ddp_compare.dataparallel_answer(table) == (
+        "`LinearNet` faster, 2.00× (1.90–2.10×, 3 rounds each); `ConvNet` not resolved, 1.02× "
+        "(0.90–1.20×, 3 rounds each)"
+    )
