@@ -1,7 +1,5 @@
 """helpers.collectives.tasks: real Gloo launches: semantics, a deadlock that ends, the time budget."""
 
-import time
-
 import pytest
 
 from helpers import worker
@@ -60,9 +58,9 @@ def test_semantics_table_and_support_matrix(tmp_path, no_leftovers, world_size, 
 
 
 def test_a_skipped_all_reduce_ends_by_timeout(tmp_path, no_leftovers):
-    started = time.monotonic()
+    # Without the 5 s group timeout the waiting ranks would hang, and the skipping rank's wait for them
+    # (3 × 5 + 30 s) would fail the launch, or the launch's own 90 s limit would: LaunchError either way.
     results = runs.run_task("deadlock", 3, time_limit_seconds=90, output=tmp_path, skip_rank=1)
-    assert time.monotonic() - started < 5 + 40  # the timeout, plus starting three Python processes
     assert [r["skipped_all_reduce"] for r in results] == [False, True, False]
     for waiting in (results[0], results[2]):
         assert waiting["timed_out"] is True and waiting["timeout_seconds"] == 5

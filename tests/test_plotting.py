@@ -45,13 +45,28 @@ def test_sweep_and_precision_titles_name_the_hardware():
     # the medians of each model's repeats at batches 10 and 20: epoch seconds left, samples/s right
     assert line_values(figure.axes[0])[:2] == [[4.1, 2.05], [9.25, 8.05]]
     assert line_values(figure.axes[1])[:2] == [[595.0, 1195.0], [295.0, 325.0]]
-    memory = pd.DataFrame({"model": ["ConvNet"] * 2, "precision": ["float32", "bf16"],
-                           "saved_mib_per_sample": [4.8, 3.1]})  # fmt: skip
-    timed = steps.assign(precision=["float32", "bf16"] * 4)
+    memory = pd.DataFrame({"model": ["LinearNet"] * 2 + ["ConvNet"] * 2, "precision": ["float32", "bf16"] * 2,
+                           "saved_mib_per_sample": [0.05, 0.025, 4.8, 3.1]})  # fmt: skip
+    timed = steps.assign(precision=["float32", "bf16"] * 4,
+                         step_seconds=[0.1, 0.05, 0.3, 0.07, 1.0, 0.6, 1.2, 0.8])  # fmt: skip
     precision = plotting.plot_precision(timed, memory, HARDWARE)
-    assert HARDWARE in title(precision) and all(axis.get_yscale() == "log" for axis in precision.axes)
-    assert [axis.get_ylabel() for axis in precision.axes] == ["seconds per training step", "MiB per sample"]
-    assert fits_the_column(figure) and fits_the_column(precision)
+    assert HARDWARE in title(precision) and fits_the_column(figure) and fits_the_column(precision)
+    # linear axes from zero, so that a bar twice as tall is twice as much
+    assert all(axis.get_yscale() == "linear" and axis.get_ylim()[0] == 0 for axis in precision.axes)
+    # time panels first (LinearNet, ConvNet), then memory: medians in ms, float32 then bf16, each labelled
+    # (LinearNet float32 steps 0.1 and 0.3 s: 200 ms; bf16 0.05 and 0.07: 60 ms; ConvNet 1,100 and 700 ms)
+    assert [bar_heights(axis) for axis in precision.axes] == [
+        [200, 60],
+        [1100, 700],
+        [0.05, 0.025],
+        [4.8, 3.1],
+    ]
+    assert [[text.get_text() for text in axis.texts] for axis in precision.axes] == [
+        ["200", "60"], ["1,100", "700"], ["0.05", "0.025"], ["4.8", "3.1"],
+    ]  # fmt: skip
+    assert [axis.get_title() for axis in precision.axes[::2]] == [
+        "LinearNet: one training step", "LinearNet: kept for backward",
+    ]  # fmt: skip
 
 
 def test_training_and_profile_figures(fsdd):
@@ -70,17 +85,36 @@ def test_training_and_profile_figures(fsdd):
     # panels: loss row (ConvNet, LinearNet), then accuracy; each a training and a test line over 2 epochs
     assert line_values(training.axes[0])[:2] == [[2.3, 2.0], [2.3, 2.1]]
     assert line_values(training.axes[3])[:2] == [[0.1, 0.3], [0.1, 0.2]]
+    waveforms = plotting.plot_waveforms(fsdd)
+    assert len(waveforms.axes) == 10 and fits_the_column(waveforms)
+    # panel d draws george's take 0 of digit d, all 12,000 samples as the models see them
+    george = fsdd.speaker_names.index("george")
+    for digit in (0, 9):
+        row = int(((fsdd.digits == digit) & (fsdd.speakers == george) & (fsdd.takes == 0)).nonzero()[0, 0])
+        drawn = waveforms.axes[digit].lines[0].get_ydata()
+        assert len(drawn) == 12_000 and (drawn == fsdd.waveforms[row, 0].numpy()).all()
+    lengths = plotting.plot_lengths(fsdd.to_frame())
+    assert "3,000" in title(lengths) and fits_the_column(lengths)
+    assert sum(patch.get_height() for patch in lengths.axes[0].patches) == 3000  # every recording, stacked
+
+
+def test_profile_figure_labels_its_bars_and_names_its_clock():
     phases = pd.DataFrame(
         {"model": ["ConvNet"] * 3, "phase": ["forward", "backward", "optimizer"], "host_seconds": [1, 2, 0.1]}
     ).assign(device_seconds=None)
     phases = pd.concat([phases, phases.assign(model="LinearNet")])
     profile = plotting.plot_profile(phases, HARDWARE)
     assert HARDWARE in title(profile) and fits_the_column(profile)
-    assert [bar_heights(axis) for axis in profile.axes] == [[1, 2, 0.1]] * 2  # host seconds per phase
-    waveforms = plotting.plot_waveforms(fsdd)
-    assert len(waveforms.axes) == 10 and fits_the_column(waveforms)
-    lengths = plotting.plot_lengths(fsdd.to_frame())
-    assert "3,000" in title(lengths) and fits_the_column(lengths)
+    assert "host clock" in title(profile) and not profile.legends  # one clock: named, no legend
+    assert all(axis.get_legend() is None for axis in profile.axes)
+    assert [bar_heights(axis) for axis in profile.axes] == [[1000, 2000, 100]] * 2  # host ms per phase
+    assert [text.get_text() for text in profile.axes[0].texts] == ["1,000", "2,000", "100"]
+    assert [label.get_text() for label in profile.axes[0].get_xticklabels()] == [
+        "forward", "backward", "optimizer",
+    ]  # fmt: skip
+    on_gpu = plotting.plot_profile(phases.assign(device_seconds=[0.5, 1.5, 0.01] * 2), HARDWARE)
+    assert fits_the_column(on_gpu) and bar_heights(on_gpu.axes[0]) == [1000, 2000, 100, 500, 1500, 10]
+    assert [text.get_text() for text in on_gpu.legends[0].get_texts()] == ["host", "GPU (CUDA events)"]
 
 
 def test_dataparallel_figures_name_the_hardware():
@@ -152,6 +186,9 @@ def test_collective_figures_name_the_hardware():
     # the book's column: 7.5 in at most; a row per rank count, all-reduce left, other collectives right
     assert figure.get_size_inches()[0] <= 7.5 and len(figure.axes) == 4
     assert figure.axes[0].get_yscale() == "log" and figure.axes[0].lines[-1].get_linestyle() == "--"
+    # the all-reduce's bus bandwidth as measured (GB/s), and the copy's 5 GB/s as the dashed reference
+    assert list(figure.axes[0].lines[0].get_ydata()) == [0.01, 1.0]
+    assert set(figure.axes[0].lines[-1].get_ydata()) == {5.0}
     legends = [axis.get_legend() for axis in figure.axes if axis.get_legend()]
     assert [[t.get_text() for t in legend.texts] for legend in legends] == [
         ["all_reduce (dist)"],
@@ -160,9 +197,24 @@ def test_collective_figures_name_the_hardware():
     modelled = plotting.plot_model_against_measured(pd.concat([frame[:2], three[:2]]), "α-β", HARDWARE)
     assert HARDWARE in title(modelled) and modelled.get_size_inches()[0] <= 7.5
     assert [axis.get_title() for axis in modelled.axes] == ["gloo/cpu, 2 ranks", "gloo/cpu, 3 ranks"]
-    pipelined = plotting.plot_broadcast_pipelining(frame[2:], 2.5, "pipelining", HARDWARE)
-    assert HARDWARE in title(pipelined) and "S* = 2.5" in [
+    pipelined = plotting.plot_broadcast_pipelining(frame[2:], 2.6, "pipelining", HARDWARE)
+    assert HARDWARE in title(pipelined) and "S* ≈ 3" in [  # a chunk count is a whole number
         t.get_text() for t in pipelined.axes[0].get_legend().texts
+    ]
+    # with every iteration kept: filled points at each size's lower quartile (what the line is fitted to),
+    # open rings at its median; the pipelining figure's bars from the fastest to the slowest iteration
+    kept = frame.assign(seconds_all=[[1e-4, 1e-4, 3e-4, 3e-4], [1e-3] * 4, [1e-3, 2e-3], [2e-3, 4e-3]])
+    kept = kept.assign(seconds=[2e-4, 1e-3, 1.5e-3, 3e-3])
+    quartiles = plotting.plot_model_against_measured(kept[:2], "α-β", HARDWARE)
+    drawn = quartiles.axes[0].lines
+    assert list(drawn[0].get_ydata()) == [1e-4, 1e-3] and list(drawn[1].get_ydata()) == [2e-4, 1e-3]
+    assert drawn[1].get_markerfacecolor() == "none"
+    assert quartiles.legends[0].get_title().get_text().startswith("filled: lower quartile of the iterations")
+    spread = plotting.plot_broadcast_pipelining(kept[2:], 2.6, "pipelining", HARDWARE)
+    bars = spread.axes[0].containers[0]  # the error bars: 1.5 ms (1-2 ms) at S = 1, 3 ms (2-4 ms) at S = 4
+    assert [list(segment[:, 1]) for segment in bars.lines[2][0].get_segments()] == [
+        [1e-3, 2e-3],
+        [2e-3, 4e-3],
     ]
     history = pd.DataFrame(
         {"step": [5, 10, 5, 10, 5, 10], "staleness": [0, 0, 4, 4, 4, 4], "seed": [0, 0, 0, 0, 1, 1],
@@ -181,6 +233,9 @@ def test_collective_figures_name_the_hardware():
     assert HARDWARE in title(figure) and figure.get_figwidth() <= 7.5  # the book's column
     assert [axis.get_xlabel() for axis in figure.axes] == ["bucket cap (MiB)"] * 2
     assert [axis.get_ylabel() for axis in figure.axes] == ["step time (s)", "buckets per step"]
+    # the median launch per cap (2.05 s at 0.25 MiB, 1.55 s at 25 MiB), and the buckets each cap makes
+    assert [round(y, 6) for y in figure.axes[0].lines[0].get_ydata()] == [2.05, 1.55]
+    assert list(figure.axes[1].lines[0].get_ydata()) == [2, 1]
 
 
 def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():

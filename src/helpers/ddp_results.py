@@ -15,10 +15,9 @@ import pandas as pd
 import torch
 
 from helpers.collectives.model import ring_all_reduce_seconds
-from helpers.data import take
-from helpers.dataparallel import stored_dataparallel_timing
+from helpers.data import SPLIT_SIZES, take
 from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, significant
-from helpers.stats import describe_speedup, launch_speedup
+from helpers.stats import MATTERS, describe_speedup, launch_speedup
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
 
@@ -27,10 +26,40 @@ def _ms(seconds: float) -> str:
     return significant(seconds * 1e3)
 
 
-def allreduce_seconds(runs: list[tuple[dict, dict]], **match) -> float:
-    """The all-reduce's seconds per timed step, timed in the hook: the median over the matching launches
-    of each launch's median (NaN where nothing was timed)."""
-    launches = [r["result"].get("allreduce_seconds_all") for _, r in matching(runs, **match)]
+def _listed(items) -> str:
+    """``a, b and c``: items in a sentence."""
+    words = [str(item) for item in items]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
+
+
+def relative_difference(value: float) -> str:
+    """A relative loss difference in a table: ``1.2e-06``, or ``0 (identical)`` where nothing differs."""
+    return "0 (identical)" if value == 0 else f"{value:.1e}"
+
+
+def interval_note(launches: int) -> str:
+    """What the 95 % bootstrap interval of ``stats.launch_speedup`` is with ``launches`` a side, in words.
+    With three, the median of three draws is the smallest launch with probability 7/27 (two or three of
+    the draws are it) and the largest as often, so the smallest ratio of the sides' medians turns up in
+    (7/27)² ≈ 6.7 % of the resamples, more than the 2.5 % each end cuts off: the interval's ends are
+    exactly the smallest and the largest ratio of one side's launches to the other's."""
+    if launches == 3:
+        return (
+            "(with three launches a side, exactly the range of the ratios of one side's launches to the "
+            "other's)"
+        )
+    return "(percentile method, 4,000 resamples of the launches)"
+
+
+def allreduce_seconds(runs: list[tuple[dict, dict]], exposed: bool = False, **match) -> float:
+    """The all-reduce's seconds per timed step, timed in the hook from the first bucket's hand-over to the
+    last one's ready time (``exposed``: only what follows the last hand-over, which no computation hides):
+    the median over the matching launches of each launch's median (NaN where nothing was timed)."""
+    key = "exposed_allreduce_seconds_all" if exposed else "allreduce_seconds_all"
+    launches = [r["result"].get(key) for _, r in matching(runs, **match)]
     launches = [values for values in launches if values]
     return median_of_medians(launches) if launches else math.nan
 
@@ -113,24 +142,33 @@ def modelled_allreduce_seconds(bucket_bytes: list[int], world_size: int, fit: di
     return sum(ring_all_reduce_seconds(nbytes, world_size, alpha, beta) for nbytes in bucket_bytes)
 
 
+def larger_all_reduce(hook_seconds: float, model_seconds: float) -> float:
+    """The all-reduce a bound rests on: the larger of the hook's timing and the α-β model's (NaN ignored),
+    so that neither a hook that misses part of the work nor a model that misses an overhead makes the
+    bound too small."""
+    return max(value for value in (hook_seconds, model_seconds) if not math.isnan(value))
+
+
 def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate: dict, fit: dict) -> dict:
     """What changing the all-reduce's settings from ``baseline`` to ``candidate`` did to the step, beside
     the most it can do.
 
     A step holds the part of its all-reduce that no computation hides: between none and all of it. So a
     setting of the all-reduce alone (bucket size, compression) can save at most the baseline's whole
-    all-reduce (``most_saved``) and lose at most the candidate's (``most_lost``), each timed in the hook
-    (compression's conversions included) or by the α-β model, whichever is larger. When nothing overlaps
-    (one bucket, handed over when the backward pass ends) it saves the difference of the two all-reduces
-    (``expected_seconds``, by the α-β model). ``saved_seconds`` is the measured saving per step, baseline
-    median minus candidate median (negative: slower), with ``saved_low`` to ``saved_high`` from the
-    speed-up's interval at the baseline's median.
+    all-reduce (``most_saved``) and lose at most the candidate's (``most_lost``), each
+    ``larger_all_reduce`` of the hook's timing (compression's conversions included) and the α-β model's.
+    When nothing overlaps (one bucket, handed over when the backward pass ends) it saves the difference of
+    the two all-reduces (``expected_seconds``, by the α-β model). ``saved_seconds`` is the measured saving
+    per step, baseline median minus candidate median (negative: slower), with ``saved_low`` to
+    ``saved_high`` from the speed-up's interval at the baseline's median. ``compression`` names the
+    candidate's compression (None: the comparison is of buckets).
     """
     change = compare(runs, baseline, candidate)
     records = [matching(runs, **side)[0][1]["result"] for side in (baseline, candidate)]
     ranks = records[0]["world_size"]
     model = [modelled_allreduce_seconds(r["bucket_bytes"], ranks, fit) for r in records]
     hook = [allreduce_seconds(runs, **side) for side in (baseline, candidate)]
+    exposed = [allreduce_seconds(runs, exposed=True, **side) for side in (baseline, candidate)]
     base = change["baseline_seconds"]
     return {
         "change": change,
@@ -138,25 +176,50 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
         "saved_low": base * (1 - 1 / change["low"]),
         "saved_high": base * (1 - 1 / change["high"]),
         "hook_seconds": hook,
+        "exposed_seconds": exposed,
         "model_seconds": model,
         "buckets": [len(r["bucket_bytes"]) for r in records],
         "expected_seconds": model[0] - model[1],
-        "most_saved": max(value for value in (hook[0], model[0]) if not math.isnan(value)),
-        "most_lost": max(value for value in (hook[1], model[1]) if not math.isnan(value)),
+        "most_saved": larger_all_reduce(hook[0], model[0]),
+        "most_lost": larger_all_reduce(hook[1], model[1]),
+        "compression": candidate.get("compression"),
     }
+
+
+def _arrow(values) -> str:
+    return " → ".join(map(_ms, values))
+
+
+def measured_saving(bound: dict) -> str:
+    """The measured saving per step as an interval, the interval first: ``between 86.8 ms lost and 11.3 ms
+    saved``, ``between 10.0 and 30.0 ms saved``, ``between 5.00 and 9.00 ms lost``."""
+    low, high = bound["saved_low"], bound["saved_high"]
+    if low >= 0:
+        return f"between {_ms(low)} and {_ms(high)} ms saved"
+    if high <= 0:
+        return f"between {_ms(-high)} and {_ms(-low)} ms lost"
+    return f"between {_ms(-low)} ms lost and {_ms(high)} ms saved"
+
+
+def bound_limits(bound: dict) -> str:
+    """The most a setting can move a step, both ways: ``at most 50.0 ms saved or 30.0 ms lost``."""
+    return f"at most {_ms(bound['most_saved'])} ms saved or {_ms(bound['most_lost'])} ms lost"
 
 
 def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
     """``communication_bound`` results side by side, one column per comparison, in milliseconds per step."""
     rows = {
         "buckets per step": lambda b: " → ".join(map(str, b["buckets"])),
-        "all-reduce, timed in the hook (ms)": lambda b: " → ".join(map(_ms, b["hook_seconds"])),
-        "all-reduce, α-β model (ms)": lambda b: " → ".join(map(_ms, b["model_seconds"])),
+        "all-reduce, first hand-over to last ready (ms)": lambda b: _arrow(b["hook_seconds"]),
+        "of it after backward's last gradient (ms)": lambda b: _arrow(b["exposed_seconds"]),
+        "all-reduce, α-β model (ms)": lambda b: _arrow(b["model_seconds"]),
         "α-β model's saving if nothing overlaps (ms)": lambda b: _ms(b["expected_seconds"]),
         "most it can save (ms)": lambda b: _ms(b["most_saved"]),
-        "measured saving (ms)": lambda b: (
-            f"{_ms(b['saved_seconds'])} ({_ms(b['saved_low'])} to {_ms(b['saved_high'])})"
+        "most it can cost (ms)": lambda b: _ms(b["most_lost"]),
+        "measured saving per step, interval (ms)": lambda b: (
+            f"{_ms(b['saved_low'])} to {_ms(b['saved_high'])}"
         ),
+        "measured saving, medians (ms)": lambda b: _ms(b["saved_seconds"]),
         "step time (s)": lambda b: (
             f"{significant(b['change']['baseline_seconds'])} → "
             f"{significant(b['change']['candidate_seconds'])}"
@@ -167,23 +230,54 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
                         index=list(rows))  # fmt: skip
 
 
-def bound_sentence(what: str, bound: dict) -> str:
-    """One sentence on a comparison and its bound: the verdict, then whether the measured saving fits in
-    what the all-reduce can give."""
-    saved = bound["saved_seconds"]
-    if saved >= 0:
-        sentence = (
-            f"{what}: {describe_speedup(bound['change'])}. It saved {_ms(saved)} ms per step; the "
-            f"all-reduce it changes takes {_ms(bound['most_saved'])} ms, the most it could save"
-        )
+def bound_summary(what: str, bound: dict) -> str:
+    """One sentence for the answer: the verdict, the measured saving as its interval (a point estimate only
+    where the verdict is resolved) and the most the setting can move the step."""
+    change, saved = bound["change"], bound["saved_seconds"]
+    if change["verdict"] in ("faster", "slower"):
+        point = f"{_ms(saved)} ms saved" if saved >= 0 else f"{_ms(-saved)} ms lost"
+        measured = f"{point} per step ({measured_saving(bound)})"
     else:
-        sentence = (
-            f"{what}: {describe_speedup(bound['change'])}. It cost {_ms(-saved)} ms more per step; its "
-            f"own all-reduce takes {_ms(bound['most_lost'])} ms, the most it could cost"
-        )
+        measured = f"{measured_saving(bound)} per step"
+    limits = f"it can move a step by {bound_limits(bound)}"
     if bound["saved_low"] > bound["most_saved"] or bound["saved_high"] < -bound["most_lost"]:
-        return sentence + ", so the measured difference, larger than that, is not the all-reduce's doing."
-    return sentence + "."
+        return (
+            f"{what}: {describe_speedup(change)}, {measured}; {limits}, so that difference is not its doing."
+        )
+    return f"{what}: {describe_speedup(change)}, {measured}; {limits}."
+
+
+def bound_sentence(what: str, bound: dict) -> str:
+    """``bound_summary``, then the all-reduce it changes before and after, in the hook and in the α-β model,
+    and what the two say together: a compression that the model has shortening the all-reduce while the
+    hook's time (which holds the conversions) did not shorten, or lengthened; an interval of the launches
+    wider than anything the setting can change."""
+    hook, exposed, model = bound["hook_seconds"], bound["exposed_seconds"], bound["model_seconds"]
+    name = bound.get("compression")
+    inside = f", the conversions to and from {name} included" if name else ""
+    sentences = [
+        bound_summary(what, bound),
+        f"The all-reduce it changes, timed in the hook{inside}, went from {_ms(hook[0])} to "
+        f"{_ms(hook[1])} ms per step ({_ms(exposed[0])} to {_ms(exposed[1])} ms of it after the backward "
+        f"pass's last gradient); the α-β model has {_ms(model[0])} to {_ms(model[1])} ms.",
+    ]
+    model_shorter = model[1] < model[0] / (1 + MATTERS)
+    if name and model_shorter and hook[1] > hook[0] * (1 + MATTERS):
+        sentences.append(
+            f"So {name} lengthened the hook-timed all-reduce that its fewer bytes shorten in the model: the "
+            "conversions cost more than the bytes saved."
+        )
+    elif name and model_shorter and hook[1] >= hook[0] / (1 + MATTERS):
+        sentences.append(
+            f"So {name} did not shorten the hook-timed all-reduce that its fewer bytes shorten in the model: "
+            "here the conversions took about what the bytes saved."
+        )
+    if bound["saved_low"] < -bound["most_lost"] and bound["saved_high"] > bound["most_saved"]:
+        sentences.append(
+            "The launches' interval reaches beyond what the setting can change both ways: their spread is "
+            "larger than anything this setting could do, so they cannot show its effect."
+        )
+    return " ".join(sentences)
 
 
 def bucket_table(runs: list[tuple[dict, dict]], ranks: int) -> pd.DataFrame:
@@ -203,20 +297,47 @@ def bucket_table(runs: list[tuple[dict, dict]], ranks: int) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values())).set_index(["model", "bucket cap (MiB)"])
 
 
+def _parities(runs: list[tuple[dict, dict]], ranks: int, backend: str | None) -> dict[str, dict]:
+    """Per model, ``ddp.loss_parity`` of the first launch on ``ranks`` ranks against the first on one."""
+    runs = matching(runs, backend=backend) if backend else runs
+    return {
+        model: loss_parity(matching(runs, model=model, ranks=1, launch=0)[0][1],
+                           matching(runs, model=model, ranks=ranks, launch=0)[0][1])
+        for model in dict.fromkeys(v["model"] for v, _ in runs)
+    }  # fmt: skip
+
+
+PARITY_THRESHOLD = 1e-4  # relative: float32 rounding carried over a few dozen steps stays far below it
+
+
 def exact_parity_table(runs: list[tuple[dict, dict]], ranks: int, backend: str | None = None) -> pd.DataFrame:
     """Per model, the first launch on ``ranks`` ranks against the first on one rank (of ``backend``, where
-    the runs hold several): every step's global loss compared; whether they agree within 1e-4 relative,
-    and the largest relative difference."""
-    runs = matching(runs, backend=backend) if backend else runs
-    rows = []
-    for model in dict.fromkeys(v["model"] for v, _ in runs):
-        one = matching(runs, model=model, ranks=1, launch=0)[0][1]
-        many = matching(runs, model=model, ranks=ranks, launch=0)[0][1]
-        parity = loss_parity(one, many)
-        rows.append({"model": model, "ranks": ranks, "steps compared": parity["steps"],
-                     "within 1e-4 (relative)": parity["largest_rel_difference"] < 1e-4,
-                     "largest relative difference": f"{parity['largest_rel_difference']:.1e}"})  # fmt: skip
+    the runs hold several): every step's global loss compared; whether they agree within
+    ``PARITY_THRESHOLD`` relative, and the largest relative difference (``relative_difference``)."""
+    rows = [
+        {"model": model, "ranks": ranks, "steps compared": parity["steps"],
+         "within 1e-4 (relative)": parity["largest_rel_difference"] < PARITY_THRESHOLD,
+         "largest relative difference": relative_difference(parity["largest_rel_difference"])}
+        for model, parity in _parities(runs, ranks, backend).items()
+    ]  # fmt: skip
     return pd.DataFrame(rows).set_index("model")
+
+
+def parity_sentence(runs: list[tuple[dict, dict]], ranks: int, backend: str | None = None) -> str:
+    """One sentence on how closely ``ranks`` ranks follow one process's loss, from the largest relative
+    difference over the models: exactly, within float32 rounding (below ``PARITY_THRESHOLD``), or not."""
+    worst = max(p["largest_rel_difference"] for p in _parities(runs, ranks, backend).values())
+    if worst == 0:
+        return f"{ranks} ranks reproduce one process's loss exactly, at every step."
+    if worst < PARITY_THRESHOLD:
+        return (
+            f"{ranks} ranks follow one process's loss at every step, within {worst:.1e} relative: float32 "
+            "rounding of sums taken in another order."
+        )
+    return (
+        f"{ranks} ranks drift from one process's loss by up to {worst:.1e} relative, more than float32 "
+        f"rounding explains (below {PARITY_THRESHOLD:g}): they do not compute the same steps."
+    )
 
 
 def commonest_digit_share(labels: torch.Tensor) -> float:
@@ -229,38 +350,45 @@ def chance_by_seed(train_split, samples: int | None, seeds) -> dict[int, float]:
     return {seed: commonest_digit_share(take(train_split, samples, seed).tensors[1]) for seed in seeds}
 
 
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}"
+
+
 def learning_check(
     parity_runs: list[tuple[dict, dict]], rounding_runs: list[tuple[dict, dict]], chance: dict, ranks: int
 ) -> dict:
     """Do k ranks, and k ranks with compressed gradients, learn what one process learns? Per seed, the
-    training accuracy of one rank, of ``ranks`` ranks and of ``ranks`` ranks with each compression, beside
-    ``chance`` (the commonest digit's share of that seed's clips), and the largest per-step relative loss
-    difference from the uncompressed ``ranks`` ranks.
+    training accuracy (%) of one rank, of ``ranks`` ranks and of ``ranks`` ranks with each compression,
+    beside ``chance`` (the commonest digit's share of that seed's clips), and the largest per-step relative
+    loss difference from the uncompressed ``ranks`` ranks.
 
     Returns ``table``; ``ranks_gap`` and ``rounding_gap`` (the largest accuracy gaps, k ranks against one,
     compressed against not); ``noise`` (the standard deviation over seeds of the one-rank accuracy: a gap
     within about two of them is seed-to-seed variation; NaN with one seed); ``rounding_loss`` (the largest
     relative loss difference compression made); ``learns`` (every seed's one-rank accuracy at least
-    ``LEARNS_BY`` above its chance) and ``lowest_margin``.
+    ``LEARNS_BY`` above its chance), ``lowest_margin`` and ``clips`` (the training clips each launch
+    scored: accuracy moves in steps of one clip in that many).
     """
-    rows, ranks_gaps, rounding_gaps, rounding_losses, margins = [], [], [], [], []
+    rows, ranks_gaps, rounding_gaps, rounding_losses, margins, one_rank = [], [], [], [], [], []
+    clips = None
     for seed in dict.fromkeys(v["seed"] for v, _ in parity_runs):
         one = matching(parity_runs, seed=seed, ranks=1)[0][1]["result"]
         many = matching(parity_runs, seed=seed, ranks=ranks)[0][1]
-        row = {"seed": seed, "commonest digit's share": round(chance[seed], 3),
-               "1 rank": round(one["train_accuracy"], 3),
-               f"{ranks} ranks": round(many["result"]["train_accuracy"], 3)}  # fmt: skip
+        clips = many["config"].get("train_samples") or SPLIT_SIZES["train"]
+        row = {"seed": seed, "commonest digit's share (%)": _percent(chance[seed]),
+               "accuracy, 1 rank (%)": _percent(one["train_accuracy"]),
+               f"accuracy, {ranks} ranks (%)": _percent(many["result"]["train_accuracy"])}  # fmt: skip
+        one_rank.append(one["train_accuracy"])
         ranks_gaps.append(abs(many["result"]["train_accuracy"] - one["train_accuracy"]))
         margins.append(one["train_accuracy"] - chance[seed])
         for variation, record in matching(rounding_runs, seed=seed):
             accuracy = record["result"]["train_accuracy"]
-            row[f"{ranks} ranks, {variation['compression']}"] = round(accuracy, 3)
+            row[f"accuracy, {ranks} ranks, {variation['compression']} (%)"] = _percent(accuracy)
             rounding_gaps.append(abs(accuracy - many["result"]["train_accuracy"]))
             difference = loss_parity(many, record)["largest_rel_difference"]
             rounding_losses.append(difference)
-            row[f"{variation['compression']} loss difference (relative)"] = f"{difference:.1e}"
+            row[f"{variation['compression']} loss difference (relative)"] = relative_difference(difference)
         rows.append(row)
-    one_rank = [row["1 rank"] for row in rows]
     return {
         "table": pd.DataFrame(rows).set_index("seed"),
         "ranks_gap": max(ranks_gaps),
@@ -269,32 +397,8 @@ def learning_check(
         "noise": statistics.stdev(one_rank) if len(one_rank) > 1 else math.nan,
         "learns": min(margins) >= LEARNS_BY,
         "lowest_margin": min(margins),
+        "clips": clips,
     }
-
-
-def dataparallel_against_ddp(
-    store, models, train_set, devices: list[str], batch_size: int, ddp_runs, backend: str, ranks: int,
-    timings: int, warmup_steps: int, timed_steps: int = 5,
-) -> pd.DataFrame:  # fmt: skip
-    """Chapter 2's DataParallel (``timings`` timings in this process, seeds 0, 1, ..., each with its own
-    model and ``warmup_steps``) against the DDP launches of ``backend`` on ``ranks`` ranks, per model:
-    each side's median step, and DDP's speed-up over DataParallel across timings and launches."""
-    ddp_runs = matching(ddp_runs, backend=backend)
-    rows = []
-    for name in models:
-        parallel = [
-            stored_dataparallel_timing(store, name, train_set, devices=devices, batch_size=batch_size,
-                                       timed_steps=timed_steps, warmup_steps=warmup_steps,
-                                       seed=seed)["result"]["step_seconds_all"]
-            for seed in range(timings)
-        ]  # fmt: skip
-        distributed = launch_steps(ddp_runs, model=name, ranks=ranks)
-        change = launch_speedup(parallel, distributed)
-        rows.append({"model": name, "replicas": ranks,
-                     "DataParallel step (s)": significant(median_of_medians(parallel)),
-                     "DDP step (s)": significant(median_of_medians(distributed)),
-                     "DDP against DataParallel": describe_speedup(change)})  # fmt: skip
-    return pd.DataFrame(rows).set_index("model")
 
 
 def chapter_bounds(runs: dict[str, list[tuple[dict, dict]]], fit: dict) -> dict[str, dict]:
@@ -320,47 +424,153 @@ def chapter_bounds(runs: dict[str, list[tuple[dict, dict]]], fit: dict) -> dict[
 
 
 def learning_sentence(check: dict, ranks: int, model: str) -> str:
-    """What the accuracy check says, in one or two sentences, from ``learning_check``'s result."""
-    seeds = len(check["table"])
+    """What the accuracy check says, in one or two sentences, from ``learning_check``'s result: gaps in
+    percentage points and in clips, "identical" where there is none, and the step one clip makes."""
+    seeds, clips = len(check["table"]), check["clips"]
     if not check["learns"]:
         return (
-            f"`{model}` got no more than {check['lowest_margin']:.2f} above always answering the commonest "
-            "digit in these short runs, too little for accuracy to show anything: the exact loss parity "
-            "is the check that counts."
+            f"`{model}` got no more than {check['lowest_margin'] * 100:.0f} percentage points above always "
+            "answering the commonest digit in these short runs, too little for accuracy to show anything: "
+            "the step-by-step loss parity is the check that counts."
         )
-    noise = (
-        f"against a seed-to-seed spread of {check['noise']:.3f}"
-        if seeds > 1
-        else "with one seed, so no spread to hold them against"
-    )
-    rounding = (
-        f", and with compressed gradients by at most {check['rounding_gap']:.3f}"
-        if not math.isnan(check["rounding_gap"])
-        else ""
-    )
+
+    def gap(value: float, unit: str) -> str:
+        return f"{value * 100:.1f} {unit} ({round(value * clips)} of {clips} clips)"
+
+    on_seeds = f"on all {seeds} seeds" if seeds > 1 else "on its one seed"
+    if check["ranks_gap"] == 0:
+        said = f"Its training accuracy on {ranks} ranks is identical to one process's {on_seeds}"
+    else:
+        said = (
+            f"Over {seeds} seed(s) its training accuracy on {ranks} ranks differs from one process's by at "
+            f"most {gap(check['ranks_gap'], 'percentage points')}"
+        )
+    if check["rounding_gap"] == 0:
+        said += ", and identical with compressed gradients"
+    elif not math.isnan(check["rounding_gap"]):
+        said += f", and with compressed gradients by at most {gap(check['rounding_gap'], 'points')}"
+    differs = check["ranks_gap"] > 0 or check["rounding_gap"] > 0
+    if differs and seeds > 1:
+        said += f", against a seed-to-seed spread of {check['noise'] * 100:.1f} points"
     return (
-        f"`{model}` learns here, at least {check['lowest_margin']:.2f} above always answering the commonest "
-        f"digit. Over {seeds} seed(s) its training accuracy on {ranks} ranks differs from one process's "
-        f"by at most {check['ranks_gap']:.3f}{rounding}, {noise}."
+        f"`{model}` learns here, at least {check['lowest_margin'] * 100:.0f} percentage points above always "
+        f"answering the commonest digit. {said} ({clips} clips: accuracy moves in steps of "
+        f"{100 / clips:.2g} %)."
     )
+
+
+def warmup_reading(warming: float | None, timed: float, early: float, late: float) -> str:
+    """What the steps of a configuration say about its warm-up (medians over its launches of the other
+    warm-up steps, the timed steps, and the first and second half of the timed steps): still getting
+    faster in the timed steps (the warm-up was too short), timed steps slower than the warm-up (the
+    machine's load drifted), or settled. Differences within ``stats.MATTERS`` count as none."""
+    if early > late * (1 + MATTERS):
+        return "still getting faster in the timed steps: the warm-up was too short"
+    if warming is not None and timed > warming * (1 + MATTERS):
+        return "timed steps slower than the warm-up: the machine's load drifted, not a short warm-up"
+    return "settled before the timed steps"
 
 
 def warmup_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     """Whether the warm-up was long enough, per model and rank count: over the launches, the median of the
-    first step, of the other warm-up steps and of the timed steps (each launch's median first), from every
-    step the launches recorded."""
+    first step, of the other warm-up steps and of the timed steps (each launch's median first), in ms to
+    three significant figures, and ``warmup_reading`` of them, from every step the launches recorded."""
     rows = []
     keys = dict.fromkeys((v["model"], v["backend"], v["ranks"]) for v, _ in runs)
     for model, backend, ranks in keys:
-        firsts, warming, timed = [], [], []
+        firsts, warming, timed, early, late = [], [], [], [], []
         for _, rec in matching(runs, model=model, backend=backend, ranks=ranks):
             steps = [s for row in rec["result"]["history"] for s in row.get("step_seconds", [])]
             warmup = rec["result"]["warmup_steps"]
             firsts.append(steps[0])
             warming += [statistics.median(steps[1:warmup])] if warmup > 1 else []
-            timed.append(statistics.median(steps[warmup:]))
+            measured = steps[warmup:]
+            half = len(measured) // 2
+            timed.append(statistics.median(measured))
+            early.append(statistics.median(measured[:half] or measured))
+            late.append(statistics.median(measured[half:]))
+        warm = statistics.median(warming) if warming else None
+        reading = warmup_reading(
+            warm, statistics.median(timed), statistics.median(early), statistics.median(late)
+        )
         rows.append({"model": model, "backend": backend, "ranks": ranks,
-                     "first step (s)": significant(statistics.median(firsts)),
-                     "other warm-up steps (s)": significant(statistics.median(warming)) if warming else "–",
-                     "timed steps (s)": significant(statistics.median(timed))})  # fmt: skip
+                     "first step (ms)": _ms(statistics.median(firsts)),
+                     "other warm-up steps (ms)": _ms(warm) if warm is not None else "–",
+                     "timed steps (ms)": _ms(statistics.median(timed)), "reading": reading})  # fmt: skip
     return pd.DataFrame(rows).set_index(["model", "backend", "ranks"])
+
+
+def scaling_sentence(changes: dict[str, dict], ranks: int) -> str:
+    """What the ranks against one process mean on shared cores, per verdict (``changes``: model →
+    ``compare`` result): processes that won used the cores better than one process's threads, which is not
+    DDP scaling; processes that lost paid for what DDP adds; an unresolved comparison says nothing."""
+    if not changes:
+        return "With one rank there is nothing to compare."
+    by_verdict: dict[str, list[str]] = {}
+    for model, change in changes.items():
+        by_verdict.setdefault(change["verdict"], []).append(f"`{model}`")
+    sentences = []
+    if "faster" in by_verdict:
+        sentences.append(
+            f"Where {ranks} processes with a share of the threads each beat one process with all of them "
+            f"({_listed(by_verdict['faster'])}), the cores were used better by processes than by one "
+            "operator's threads at a small batch; that is not DDP scaling."
+        )
+    if "slower" in by_verdict:
+        sentences.append(
+            f"Where they lost ({_listed(by_verdict['slower'])}), what DDP adds cost more than any better use "
+            "of the cores gained."
+        )
+    if "no measurable difference" in by_verdict:
+        sentences.append(
+            f"For {_listed(by_verdict['no measurable difference'])} the two ways of using the cores came out "
+            "the same."
+        )
+    if "not resolved" in by_verdict:
+        sentences.append(
+            f"For {_listed(by_verdict['not resolved'])} the launches do not resolve a difference."
+        )
+    return " ".join(sentences)
+
+
+def backends_answer(plan: pd.DataFrame, device: str, gpus_visible: int) -> str:
+    """What was measured and what not, per backend of ``launch.run_plan``'s ``plan``, as statements: a
+    refusal says why (NCCL on CPU tensors: it needs CUDA tensors, and whether this machine has a GPU),
+    without the launcher's advice."""
+    ran = plan.query("runs").groupby("backend", sort=False)["ranks"].max()
+    parts = [
+        f"{BACKEND_NAMES.get(b, b)} measured, up to {k} rank{'' if k == 1 else 's'}." for b, k in ran.items()
+    ]
+    refused = plan.query("not runs").drop_duplicates("backend")
+    for row in refused[~refused["backend"].isin(ran.index)].itertuples():
+        if row.backend == "nccl" and device == "cpu":
+            where = "this machine has no GPU" if gpus_visible == 0 else "this run uses CPU tensors"
+            why = f"it needs CUDA tensors, and {where}"
+        else:
+            why = row.reason.split(" (")[0]
+        parts.append(f"{BACKEND_NAMES.get(row.backend, row.backend)} not measured: {why}.")
+    return " ".join(parts)
+
+
+def fit_source(records: list[dict], fit: dict, backend: str, device: str) -> str:
+    """Which ``collective_benchmark`` record the α-β ``fit`` (``timemodel.all_reduce_alpha_beta``, which
+    names it: ``record_key``) came from, in words: chapter 4's benchmark, or the all-reduce alone
+    benchmarked because chapter 4 had not run into this results folder; with its message sizes and
+    iterations."""
+    record = next((r for r in records if r["key"] == fit.get("record_key")), None)
+    if record is None:
+        return "a fit from no record among these"
+    config = record["config"]
+    sizes = sum(
+        1 for row in record["result"]["rows"]
+        if row["operation"] == "all_reduce" and row["status"] == "ok" and row["world_size"] == 2
+    )  # fmt: skip
+    what = (
+        "the all-reduce alone, benchmarked because chapter 4 had not run into this results folder"
+        if config.get("operations") == ["all_reduce"]
+        else "chapter 4's benchmark"
+    )
+    return (
+        f"{what} ({backend} on {device}, two ranks, {sizes} message sizes, each size's lower quartile of "
+        f"{config['iterations']} iterations)"
+    )

@@ -17,6 +17,10 @@ from helpers.data import CLIP_SAMPLES
 
 BYTES_PER_FLOAT32 = 4
 MIB = 2**20
+# glibc's malloc serves an allocation of this size or more with new pages from the kernel (mmap) every
+# time (its dynamic mmap threshold stops growing at 32 MiB on 64-bit systems), and gives them back on
+# free: each 4 KiB page of such a tensor faults and is zeroed by the kernel on its first write.
+MMAP_THRESHOLD_MAX = 32 * MIB
 
 
 class LinearNet(nn.Sequential):
@@ -74,6 +78,11 @@ def parameter_count(model: nn.Module) -> int:
 def parameter_bytes(model: nn.Module) -> int:
     """Bytes of the trainable parameters (float32): also the bytes of one full gradient."""
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_sizes(model: nn.Module) -> list[int]:
+    """Bytes of each trainable parameter tensor, in the model's order."""
+    return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
 
 
 def summarize(model: nn.Module, batch_size: int = 1, verbose: int = 0) -> torchinfo.ModelStatistics:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.container import BarContainer
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
@@ -147,34 +150,70 @@ def plot_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
     return titled(figure, f"Batch-size sweep: median of {repeats} timed steps, band min-max", hardware)
 
 
+def label_bars(axis: plt.Axes, inside: bool = False) -> None:
+    """Each bar's height printed on it, to three significant figures (whole numbers from 1,000): above the
+    bar, or ``inside`` it where error bars stand above it."""
+
+    def number(value: float) -> str:
+        return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+
+    for container in axis.containers:
+        if isinstance(container, BarContainer):
+            axis.bar_label(container, fmt=number, fontsize=8, padding=0 if inside else 2,
+                           label_type="center" if inside else "edge",
+                           color="white" if inside else None)  # fmt: skip
+    axis.margins(y=0.15)  # room above the tallest bar for its label
+
+
 def plot_precision(steps: pd.DataFrame, memory: pd.DataFrame, hardware: str) -> plt.Figure:
-    """float32 against bf16 autocast: step time (median, min–max bars) and activation memory kept for
-    backward (exact), on log axes so that both models' bars show."""
-    figure, axes = plt.subplots(1, 2, figsize=(7.5, 3.4))
-    sns.barplot(data=steps, x="model", y="step_seconds", hue="precision", ax=axes[0], capsize=0.1, **SPREAD)
-    sns.barplot(data=memory, x="model", y="saved_mib_per_sample", hue="precision", ax=axes[1], legend=False)
-    axes[0].set(ylabel="seconds per training step", title="step time (median, min–max)")
-    axes[1].set(ylabel="MiB per sample", title="kept for backward")
-    for axis in axes:
-        axis.set(yscale="log", xlabel="")
-        log_ticks(axis.yaxis)
-        axis.title.set_size(10)
-    axes[0].legend(title="precision", frameon=False, fontsize=8)
-    return titled(figure, "bf16 autocast against float32 (log scales)", hardware)
+    """float32 against bf16 autocast, one column of panels per model on linear axes from zero (so that a
+    bar twice as tall is twice the time): step time (median, min–max bars) and activation memory kept for
+    backward (exact), each bar labelled with its value."""
+    models = list(dict.fromkeys(steps["model"]))
+    order = [precision for precision in ("float32", "bf16") if precision in set(steps["precision"])]
+    figure, axes = plt.subplots(2, len(models), figsize=(COLUMN_INCHES, 5.4), squeeze=False)
+    for column, model in enumerate(models):
+        timed = steps[steps["model"] == model].assign(milliseconds=lambda f: f["step_seconds"] * 1e3)
+        kept = memory[memory["model"] == model]
+        top, bottom = axes[0][column], axes[1][column]
+        sns.barplot(data=timed, x="precision", y="milliseconds", order=order, hue="precision",
+                    hue_order=order, legend=False, ax=top, capsize=0.1, **SPREAD)  # fmt: skip
+        sns.barplot(data=kept, x="precision", y="saved_mib_per_sample", order=order, hue="precision",
+                    hue_order=order, legend=False, ax=bottom)  # fmt: skip
+        top.set(title=f"{model}: one training step", xlabel="", ylabel="ms (median, min–max)")
+        bottom.set(title=f"{model}: kept for backward", xlabel="", ylabel="MiB per sample")
+        for axis in (top, bottom):
+            axis.title.set_size(10)
+            label_bars(axis, inside=True)
+    return titled(figure, "bf16 autocast against float32", hardware)
 
 
 def plot_profile(phases: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Seconds of one training step per phase, host and (on a GPU) device: medians of un-profiled steps."""
+    """Milliseconds of one training step per phase, host and (on a GPU) device, one panel per model:
+    medians of un-profiled steps, each bar labelled with its value; a legend only where there are two
+    clocks."""
     long = phases.melt(id_vars=["model", "phase"], value_vars=["host_seconds", "device_seconds"])
-    long = long.dropna()
+    long = long.dropna().assign(milliseconds=lambda f: f["value"].astype(float) * 1e3)
     long["clock"] = long["variable"].map({"host_seconds": "host", "device_seconds": "GPU (CUDA events)"})
-    grid = sns.catplot(
-        data=long, x="phase", y="value", hue="clock", col="model", kind="bar", height=2.8, aspect=0.9,
-        sharey=False,
-    )  # fmt: skip
-    grid.set_titles("{col_name}")
-    grid.set_axis_labels("", "seconds per step")
-    return titled_grid(grid, "One training step by phase (median of unprofiled steps)", hardware)
+    clocks = list(dict.fromkeys(long["clock"]))
+    models = list(dict.fromkeys(long["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(COLUMN_INCHES, 3.2), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        rows = long[long["model"] == model]
+        two = len(clocks) > 1
+        sns.barplot(data=rows, x="phase", y="milliseconds", order=list(dict.fromkeys(rows["phase"])),
+                    hue="clock" if two else None, hue_order=clocks if two else None, legend=False,
+                    ax=axis)  # fmt: skip
+        axis.set(title=model, xlabel="", ylabel="ms per step")
+        axis.title.set_size(10)
+        label_bars(axis)
+    what = "One training step by phase (median of unprofiled steps)"
+    if len(clocks) == 1:
+        return titled(figure, f"{what}, {clocks[0]} clock", hardware)
+    titled(figure, what, hardware)
+    handles = [Patch(color=color) for color in sns.color_palette(n_colors=len(clocks))]
+    legend_below(figure, handles, clocks, title="clock", columns=len(clocks))
+    return figure
 
 
 def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
@@ -331,10 +370,15 @@ def plot_bandwidth(
 def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
     """Measured seconds (points) and the α-β model's prediction (lines) against message size, log-log:
     one panel per backend/device and rank count (two across), one colour per implementation, one legend
-    under the panels."""
+    under the panels. Where the rows keep their iterations (``seconds_all``) the filled points are each
+    size's lower quartile, what the model is fitted to, and open rings its median; else the points are
+    ``seconds``."""
     rows = frame.dropna(subset=["model_seconds"]).assign(
         implementation=lambda f: f["label"].str.extract(r"\((.*)\)", expand=False).fillna(f["label"])
     )
+    quartiles = "seconds_all" in rows
+    if quartiles:
+        rows = rows.assign(fitted=rows["seconds_all"].map(lambda times: float(np.percentile(times, 25))))
     setups = list(rows.groupby(["backend", "device", "world_size"]).groups)
     columns = 2 if len(setups) > 1 else 1
     grid = max(1, math.ceil(len(setups) / columns))
@@ -347,7 +391,11 @@ def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -
         shown = rows[(rows["backend"] == backend) & (rows["device"] == device) & (rows["world_size"] == k)]
         for name, group in shown.groupby("implementation", sort=False):
             group = group.sort_values("bytes")
-            axis.plot(group["bytes"], group["seconds"], "o", markersize=4, color=colours[name], label=name)
+            points = group["fitted"] if quartiles else group["seconds"]
+            axis.plot(group["bytes"], points, "o", markersize=4, color=colours[name], label=name)
+            if quartiles:
+                axis.plot(group["bytes"], group["seconds"], "o", markersize=5, markerfacecolor="none",
+                          color=colours[name], alpha=0.6)  # fmt: skip
             axis.plot(group["bytes"], group["model_seconds"], "-", linewidth=1, color=colours[name])
         _bytes_axis(axis)
         axis.set_yscale("log")
@@ -357,27 +405,39 @@ def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -
         axis.set_visible(False)
     figure = titled(figure, what, hardware)
     figure.subplots_adjust(bottom=figure.subplotpars.bottom + 0.7 / figure.get_size_inches()[1])
+    key = (
+        "filled: lower quartile of the iterations (fitted) · open: median · lines: α-β model"
+        if quartiles
+        else "points: measured · lines: α-β model"
+    )
     figure.legend(
         *axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=len(names), frameon=False,
-        fontsize="small", title="points: measured · lines: α-β model", title_fontsize="small",
+        fontsize="small", title=key, title_fontsize="small",
     )  # fmt: skip
     return figure
 
 
 def plot_broadcast_pipelining(rows: pd.DataFrame, best: float, what: str, hardware: str) -> plt.Figure:
-    """Ring broadcast time against the number of chunks S: measured points, the formula's line and its
-    best chunk count S* (``collectives.model.optimal_chunks``)."""
+    """Ring broadcast time against the number of chunks S: measured medians (with a bar from the fastest
+    to the slowest iteration where the rows keep them, ``seconds_all``), the formula's line and its best
+    chunk count S* (``collectives.model.optimal_chunks``), labelled as the whole number it rounds to."""
     figure, axis = plt.subplots(figsize=(6.5, 3.4))
     rows = rows.sort_values("chunks")
-    axis.plot(rows["chunks"], rows["seconds"], "o", label="measured")
+    if "seconds_all" in rows:
+        low = rows["seconds"] - rows["seconds_all"].map(min)
+        high = rows["seconds_all"].map(max) - rows["seconds"]
+        axis.errorbar(rows["chunks"], rows["seconds"], yerr=[low, high], fmt="o", capsize=3,
+                      label="measured: median, fastest–slowest iteration")  # fmt: skip
+    else:
+        axis.plot(rows["chunks"], rows["seconds"], "o", label="measured")
     axis.plot(
         rows["chunks"], rows["model_seconds"], "-", color="black", linewidth=1, label="(S+k−2)(α + Nβ/S)"
     )
-    axis.axvline(best, color="grey", linestyle=":", label=f"S* = {best:.1f}")
+    axis.axvline(best, color="grey", linestyle=":", label=f"S* ≈ {best:.0f}")
     axis.set(xscale="log", xlabel="chunks S", ylabel="seconds")
     axis.set_xticks(rows["chunks"].unique(), [f"{c:g}" for c in rows["chunks"].unique()])
     axis.minorticks_off()
-    axis.legend(frameon=False)
+    axis.legend(frameon=False, fontsize="small")
     return titled(figure, what, hardware)
 
 
@@ -385,7 +445,7 @@ def plot_stale_training(
     history: pd.DataFrame, evaluated_on: str, target_loss: float, what: str, hardware: str
 ) -> plt.Figure:
     """Left: the loss on the evaluated clips against the step, one thin line per run (colour: staleness τ,
-    0 = synchronous SGD), the target dashed. Right: the steps each seed took to the target per τ (seeds
+    0 = synchronous training), the target dashed. Right: the steps each seed took to the target per τ (seeds
     side by side), with their median; a run that missed the target within its steps is drawn at its last
     step as an ×."""
     figure, (loss_axis, steps_axis) = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4), width_ratios=(3, 2))

@@ -21,11 +21,13 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
-from helpers.models import build_model
-from helpers.stats import describe_speedup, speedup, spread
+from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_sizes
+from helpers.stats import MATTERS, describe_speedup, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
+    counted,
+    highest_load,
     make_optimizer,
     milliseconds,
     pick_device,
@@ -159,12 +161,14 @@ def profile_training_step(
     holds the whole table), ``operators`` and the ``host_seconds`` and ``device_seconds`` totals
     (``summarize_events``; the host total includes the profiler's own overhead). ``step_seconds_all``: each
     unprofiled step's phases added up (device seconds on a GPU), to set the profiled step against.
+    ``load_average``: the machine's 1-minute load average before and after, as a stored record keeps it.
     """
     check_positive(batch_size=batch_size, timed_steps=timed_steps)
     if batch_size > len(train_set):
         raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
     target = pick_device(device)
     on_gpu = target.type == "cuda"
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     torch.manual_seed(0)
     model = build_model(model_name).to(target)
     optim = make_optimizer(optimizer, model.parameters(), lr)
@@ -192,17 +196,19 @@ def profile_training_step(
         }
         for name in PHASES
     ]
-    clocks = "host clock and CUDA events" if on_gpu else "host clock"
+    clocks = "the host clock and CUDA events" if on_gpu else "the host clock"
     return {
         "device": str(target),
         "batch_size": batch_size,
         "autocast": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
         "step_seconds_all": [sum(step[name][1 if on_gpu else 0] for name in PHASES) for step in timed],
-        "method": f"phases: median of {timed_steps} unprofiled steps ({clocks}); operators and totals: one "
-        f"step under torch.profiler; after {warmup_steps} warm-up step(s)",
+        "method": f"each phase is the median of {timed_steps} unprofiled steps on {clocks}, and the "
+        "operators and totals come from one step under torch.profiler, all after "
+        f"{counted(warmup_steps, 'warm-up step')}",
         "phases": phases,
         **summarize_events(rows, gpu=on_gpu, top=top),
         "events": rows,
+        "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
     }
 
 
@@ -271,9 +277,11 @@ def backward_sentence(measured: float, expected: float) -> str:
     )
 
 
-def profile_sentence(result: dict, swept_steps: list[float] | None = None) -> str:
+def profile_sentence(result: dict, swept: dict | None = None) -> str:
     """One profiled step against the unprofiled steps that timed its phases, and, where the batch-size
-    sweep timed the same batch (``swept_steps``), those against the sweep's steps."""
+    sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps:
+    where the two timings of the same configuration do not agree, one of them was disturbed, and the load
+    average each was measured under (``train.highest_load``) says which ran under more load."""
     profiled = result["host_seconds"] if result["device_seconds"] is None else result["device_seconds"]
     unprofiled = spread(result["step_seconds_all"])
     text = (
@@ -287,13 +295,28 @@ def profile_sentence(result: dict, swept_steps: list[float] | None = None) -> st
             f": the profiled step took {profiled / unprofiled.median:.2f}× their median, the profiler's own "
             "bookkeeping and whatever else the machine ran in that second"
         )
-    if swept_steps:
+    if swept:
+        swept_steps = swept["result"]["step_seconds_all"]
         change = speedup(swept_steps, result["step_seconds_all"])
-        swept = milliseconds(swept_steps)
         text += (
-            f". The batch-size sweep timed this batch at {swept}; the unprofiled steps against those: "
-            f"{describe_speedup(change)}"
+            f". The batch-size sweep timed this batch at {milliseconds(swept_steps)}; the unprofiled steps "
+            f"against those: {describe_speedup(change)}"
         )
+        if change["verdict"] != "no measurable difference":
+            text += (
+                ". The same configuration timed twice disagrees"
+                if change["verdict"] in ("faster", "slower")
+                else f". The same configuration timed twice does not agree within {MATTERS:.0%}"
+            ) + ", so one of the two measurements was disturbed"
+            loads = {"the sweep": highest_load(swept), "the profile": highest_load(result)}
+            if None not in loads.values():
+                busier = max(loads, key=loads.get)
+                text += (
+                    f": the machine's 1-minute load average reached {loads['the sweep']:.1f} while the sweep "
+                    f"timed it and {loads['the profile']:.1f} while the profile did"
+                    + (f", so {busier} ran under more load" if abs(loads["the sweep"] - loads["the profile"])
+                       >= 0.1 else "")
+                )  # fmt: skip
     return text + "."
 
 
@@ -348,24 +371,32 @@ def precision_profile_table(profiles: pd.DataFrame) -> pd.DataFrame:
 
 def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
-    arithmetic (convolutions if it has any, else matrix products), the conversions, and which kind of
-    operator holds most of the difference. Plain text (no markup), to be glued into a sentence."""
+    arithmetic (convolutions if it has any, else matrix products), the conversions, everything else (the
+    optimizer's update runs in float32 either way: the work there barely changes, so its change shows how
+    noisy one profiled step's attribution is), and which kind of operator holds most of the difference.
+    Plain text (no markup), to be glued into a sentence."""
     rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
     main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
     extra = rows["bf16"] - rows["float32"]
     text = (
         f"{model}'s {main} took {rows.loc[main, 'bf16'] * 1e3:,.0f} ms in bf16 against "
-        f"{rows.loc[main, 'float32'] * 1e3:,.0f} ms in float32, and conversions and copies added "
-        f"{extra['conversions and copies'] * 1e3:,.0f} ms"
+        f"{rows.loc[main, 'float32'] * 1e3:,.0f} ms in float32, conversions and copies added "
+        f"{extra['conversions and copies'] * 1e3:,.0f} ms, and everything else (the optimizer's update, in "
+        f"float32 either way, and the other operators) took {rows.loc['everything else', 'bf16'] * 1e3:,.0f} "
+        f"ms against {rows.loc['everything else', 'float32'] * 1e3:,.0f} ms"
     )
     if extra.sum() <= 0:
-        return text + f": the bf16 step was {-extra.sum() * 1e3:,.0f} ms shorter"
-    largest = extra.idxmax()
-    cause = {main: f"in the bf16 {main} themselves, not in the conversions",
-             "conversions and copies": f"in the conversions, not in the {main}",
-             "everything else": "in the other operators (pooling, activations, the optimizer), not in the "
-             f"{main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
-    return text + f": of the {extra.sum() * 1e3:,.0f} ms that the bf16 step took longer, the most is {cause}"
+        text += f": the bf16 step was {-extra.sum() * 1e3:,.0f} ms shorter"
+    else:
+        largest = extra.idxmax()
+        cause = {main: f"in the bf16 {main} themselves, not in the conversions",
+                 "conversions and copies": f"in the conversions, not in the {main}",
+                 "everything else": "in the other operators (pooling, activations, the optimizer), not in "
+                 f"the {main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
+        text += f": of the {extra.sum() * 1e3:,.0f} ms that the bf16 step took longer, the most is {cause}"
+    return text + (
+        "; one profiled step each: differences of this size in unchanged work show the attribution's noise"
+    )
 
 
 # Adam's three implementations in torch.optim, by the option that selects each.
@@ -438,49 +469,128 @@ def stored_optimizer_timing(store, model_name: str, train_set: TensorDataset, **
 
 
 def optimizer_comparison(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
-    """Adam's optimizer phase in each implementation torch offers on the device, against torch's default
-    there: ``table`` (to read), ``speedups`` (``helpers.stats.speedup`` against the default), ``default``
-    and ``unavailable`` ({implementation: torch's refusal}) where the device lacks one."""
-    default = default_adam_implementation(pick_device(settings.get("device", "auto")))
-    timed, unavailable = {}, {}
+    """Adam's optimizer phase and whole step in each implementation torch offers on the device, against
+    torch's default there: ``table`` (to read), ``speedups`` and ``step_speedups`` (``helpers.stats.speedup``
+    of the phase and of the whole step against the default), the timed ``optimizer_seconds`` and
+    ``step_seconds`` per implementation, ``default``, ``device``, the model's ``parameter_bytes`` (per
+    tensor) and ``unavailable`` ({implementation: torch's refusal}) where the device lacks one."""
+    device = str(pick_device(settings.get("device", "auto")))
+    default = default_adam_implementation(device)
+    optimizer, steps, unavailable = {}, {}, {}
     for name in ADAM_IMPLEMENTATIONS:
         try:
             record = stored_optimizer_timing(store, model_name, train_set, implementation=name, **settings)
         except (RuntimeError, ValueError) as refusal:
             unavailable[name] = str(refusal).splitlines()[0]
             continue
-        timed[name] = record["result"]["optimizer_seconds_all"]
-    speedups = {name: speedup(timed[default], steps) for name, steps in timed.items() if name != default}
+        optimizer[name] = record["result"]["optimizer_seconds_all"]
+        steps[name] = record["result"]["step_seconds_all"]
+    others = [name for name in optimizer if name != default]
+    speedups = {name: speedup(optimizer[default], optimizer[name]) for name in others}
+    step_speedups = {name: speedup(steps[default], steps[name]) for name in others}
     table = pd.DataFrame(
         [
             {"implementation": name + (" (torch's default here)" if name == default else ""),
-             "optimizer phase (ms)": milliseconds(steps, unit=""),
-             "against the default": describe_speedup(speedups[name]) if name in speedups else "—"}
-            for name, steps in timed.items()
+             "optimizer phase (ms)": milliseconds(optimizer[name], unit=""),
+             "against the default": describe_speedup(speedups[name]) if name in speedups else "—",
+             "whole step (ms)": milliseconds(steps[name], unit=""),
+             "whole step against the default": (
+                 describe_speedup(step_speedups[name]) if name in step_speedups else "—")}
+            for name in optimizer
         ]
     ).set_index("implementation")  # fmt: skip
-    return {"default": default, "table": table, "speedups": speedups, "unavailable": unavailable}
+    return {"default": default, "device": device, "table": table, "speedups": speedups,
+            "step_speedups": step_speedups, "optimizer_seconds": optimizer, "step_seconds": steps,
+            "parameter_bytes": parameter_sizes(build_model(model_name)),
+            "unavailable": unavailable}  # fmt: skip
+
+
+def optimizer_share(comparison: dict) -> dict:
+    """The default Adam's optimizer phase against its whole step, both from the same timed steps of
+    ``optimizer_comparison``: the medians in seconds and ``share``, the ratio of the medians."""
+    default = comparison["default"]
+    phase = statistics.median(comparison["optimizer_seconds"][default])
+    step = statistics.median(comparison["step_seconds"][default])
+    return {"optimizer_seconds": phase, "step_seconds": step, "share": phase / step}
+
+
+# Tensor-sized reads and writes per parameter in one Adam update (torch.optim.adam without weight decay
+# or amsgrad). The for-loop: lerp_ 3 (reads the first moment and the gradient, writes the moment), mul_
+# 2, addcmul_ 3, sqrt 2, div 2, add_ 2, addcdiv_ 4; fused: reads the parameter, its gradient and both
+# moments, writes the parameter and both moments.
+ADAM_PASSES = {"for-loop": 18, "fused": 7}
+ADAM_TEMPORARIES = 2  # the for-loop's sqrt and div each write a new tensor the size of the parameter
+
+
+def adam_memory_account(comparison: dict, fresh: dict, reused: dict) -> dict:
+    """The for-loop Adam's optimizer phase counted as memory traffic, from the speed of a plain copy into
+    a fresh and into a reused buffer (``dataparallel.copy_seconds_per_byte`` results), in seconds:
+
+    ``passes``: its ``ADAM_PASSES`` over every parameter's bytes at the reused-buffer speed (a copy makes
+    two passes over its bytes, a read and a write); ``first_touch``: what fresh pages add to its
+    ``ADAM_TEMPORARIES`` temporaries, counted for parameters of ``models.MMAP_THRESHOLD_MAX`` or more (those
+    temporaries get fresh pages every step; smaller ones reuse freed memory); ``fused_passes``: fused Adam's
+    passes; ``measured`` and ``fused_measured``: the medians of ``optimizer_comparison``."""
+    sizes = comparison["parameter_bytes"]
+    per_pass = reused["seconds_per_byte"] / 2
+    fresh_extra = max(fresh["seconds_per_byte"] - reused["seconds_per_byte"], 0.0)
+    large = sum(size for size in sizes if size >= MMAP_THRESHOLD_MAX)
+    timed = comparison["optimizer_seconds"]
+    return {
+        "passes": ADAM_PASSES["for-loop"] * sum(sizes) * per_pass,
+        "first_touch": ADAM_TEMPORARIES * large * fresh_extra,
+        "fresh_bytes": ADAM_TEMPORARIES * large,
+        "fused_passes": ADAM_PASSES["fused"] * sum(sizes) * per_pass,
+        "measured": statistics.median(timed["for-loop"]),
+        "fused_measured": statistics.median(timed["fused"]) if "fused" in timed else None,
+    }
 
 
 def explain_adam(comparison: dict, fresh: dict, reused: dict) -> str:
-    """What ``optimizer_comparison`` says about the default Adam, next to the speed of a copy into a fresh
-    buffer and into a reused one (``dataparallel.copy_seconds_per_byte`` results)."""
-    fresh_speed, reused_speed = 1 / fresh["seconds_per_byte"] / 1e9, 1 / reused["seconds_per_byte"] / 1e9
-    text = (
-        f"a copy of {fresh['bytes'] / 1e6:,.0f} MB ran at {fresh_speed:.1f} GB/s into a fresh buffer and at "
-        f"{reused_speed:.1f} GB/s into a reused one"
-    )
+    """What ``optimizer_comparison`` says about fused Adam against the default and, where the default is
+    the for-loop, the default's phase counted as memory traffic (``adam_memory_account``, from a copy into a
+    fresh and into a reused buffer: ``dataparallel.copy_seconds_per_byte`` results) against the measured
+    time, and how much of the measured time that count accounts for. Plain text."""
     fused = comparison["speedups"].get("fused")
     if fused is None:
-        return text + f"; fused Adam is not available here ({comparison['unavailable'].get('fused', '')})"
-    if fused["verdict"] == "faster":
-        saved = 1 - 1 / fused["speedup"]
+        return f"fused Adam is not available here ({comparison['unavailable'].get('fused', '')})"
+    if fused["verdict"] != "faster":
+        return (
+            f"fused Adam against the default: {describe_speedup(fused)}, so fewer passes over memory and no "
+            "temporaries did not shorten the optimizer phase here"
+        )
+    text = (
+        f"fused Adam against the default: {describe_speedup(fused)}, {1 - 1 / fused['speedup']:.0%} less "
+        "time in the optimizer phase"
+    )
+    if comparison["default"] != "for-loop" or "fused" not in comparison["optimizer_seconds"]:
         return text + (
-            f". Fused Adam does the same arithmetic in one pass without temporary tensors; against the "
-            f"default: {describe_speedup(fused)}, {saved:.0%} less time. That much of the default's "
-            "optimizer phase is writing temporaries, not Adam's arithmetic"
+            f": it makes {ADAM_PASSES['fused']} tensor-sized reads and writes per parameter where the "
+            f"for-loop makes {ADAM_PASSES['for-loop']}, and writes no temporaries"
+        )
+    found = adam_memory_account(comparison, fresh, reused)
+    counted_seconds = found["passes"] + found["first_touch"]
+    coverage = counted_seconds / found["measured"]
+    text += (
+        f". Counted from the two copies, the default's {found['measured'] * 1e3:.1f} ms hold about "
+        f"{found['first_touch'] * 1e3:.1f} ms ({found['first_touch'] / found['measured']:.0%}) of first "
+        f"writes to fresh pages (its sqrt and div write {found['fresh_bytes'] / MIB:,.0f} MiB of new "
+        f"tensors every step) and about {found['passes'] * 1e3:.1f} ms for its {ADAM_PASSES['for-loop']} "
+        "tensor-sized reads and writes of every parameter at the reused-buffer speed; fused Adam makes "
+        f"{ADAM_PASSES['fused']} such passes (about {found['fused_passes'] * 1e3:.1f} ms; measured "
+        f"{found['fused_measured'] * 1e3:.1f} ms) and writes no temporaries"
+    )
+    if 1 / (1 + 2 * MATTERS) <= coverage <= 1 + 2 * MATTERS:
+        return text + (
+            f". The count comes to {coverage:.0%} of the measured phase: memory traffic, not Adam's "
+            "arithmetic, is the optimizer's time"
+        )
+    if coverage > 1:
+        return text + (
+            f". The count comes to {coverage:.0%} of the measured phase: the plain copies' speeds do not "
+            "carry over to Adam's passes here, so the count does not say where its time goes"
         )
     return text + (
-        f". Fused Adam against the default: {describe_speedup(fused)}, so the temporaries are not where the "
-        "optimizer's time goes here"
+        f". The count comes to {coverage:.0%} of the measured phase, so memory traffic alone does not "
+        "account for the optimizer's time here"
     )

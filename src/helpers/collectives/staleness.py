@@ -137,15 +137,18 @@ def stale_history(records: list[dict]) -> pd.DataFrame:
     )
 
 
+STEP_VERDICTS = {"slower": "more steps", "faster": "fewer steps"}  # stats.verdict's words, said of steps
+
+
 def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
     """Per staleness τ: the steps each seed took to the target loss and, paired by seed, how many times
     the synchronous (τ = 0) run's steps that is — the median and range over seeds, and its verdict.
 
     A run that missed the target within its steps counts as that many steps, marked "≥": its ratio is a
-    lower bound. The verdict is ``stats.verdict`` of the synchronous speed over the stale one: "slower"
-    when every seed's stale run took more steps, "no measurable difference" only when every ratio lies
-    within 10 % of 1; with fewer than ``stats.MIN_LAUNCHES`` seeds, or a synchronous run that missed the
-    target, "not resolved".
+    lower bound. The verdict is about steps, not time: ``stats.verdict`` of the synchronous steps over the
+    stale ones, in words of steps — "more steps" when every seed's stale run took more, "fewer steps" when
+    every one took fewer, "no measurable difference" only when every ratio lies within 10 % of 1; with
+    fewer than ``stats.MIN_LAUNCHES`` seeds, or a synchronous run that missed the target, "not resolved".
     """
     runs = pd.DataFrame(
         [{"staleness": r["config"]["staleness"], "seed": r["config"]["seed"],
@@ -163,6 +166,7 @@ def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
         judged = verdict(1 / high, 1 / low)
         if len(group) < MIN_LAUNCHES or synchronous["missed"].any() or (bound and judged != "slower"):
             judged = "not resolved"
+        judged = STEP_VERDICTS.get(judged, judged)
         marks = ["≥" if missed else "" for missed in group["missed"]]
         table.append(
             {
@@ -181,23 +185,45 @@ def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
 
 
 def describe_staleness(table: pd.DataFrame, tau: int) -> str:
-    """One phrase for the chapter's prose: how many times the synchronous steps τ-stale gradients took."""
+    """One phrase for the chapter's prose, the verdict first: how many steps τ-stale gradients took against
+    synchronous training, ``more steps: 1.20× as many (1.10–1.25× over 3 seeds)``."""
     if tau not in table.index:
         return f"not measured (no τ = {tau} run)"
     row = table.loc[tau]
     if tau == 0:
         return f"{row['median steps']} steps (median of {row['seeds']} seeds)"
-    word = {"slower": "more steps", "faster": "fewer steps"}.get(row["verdict against τ = 0"])
-    judged = word or row["verdict against τ = 0"]
     return (
-        f"{judged}: {row['× synchronous steps (median)']}× the synchronous steps "
+        f"{row['verdict against τ = 0']}: {row['× synchronous steps (median)']}× as many "
         f"({row['range over seeds']}× over {row['seeds']} seeds)"
     )
 
 
 def describe_stalenesses(table: pd.DataFrame) -> str:
-    """Every stale τ of ``table`` in one phrase: ``with gradients 4 steps stale, more steps: 1.14× …``."""
+    """Every stale τ of ``table`` in one phrase, each with the workers that make it (with k workers taking
+    turns a gradient is about k−1 updates old): ``with gradients 4 steps stale (about 5 workers taking
+    turns), more steps: 1.20× as many …``."""
     phrases = [
-        f"with gradients {tau} steps stale, {describe_staleness(table, tau)}" for tau in table.index if tau
+        f"with gradients {tau} steps stale (about {tau + 1} workers taking turns), "
+        f"{describe_staleness(table, tau)}"
+        for tau in table.index
+        if tau
     ]
     return "; ".join(phrases) or "no stale run was measured"
+
+
+def describe_method(records: list[dict]) -> str:
+    """How the stale runs trained and stopped, from their settings: ``Adam (lr 0.001) on gradients τ steps
+    stale, batch 20, each epoch reshuffled; the loss on the training clips after every step, until it is at
+    most 1.8, at most 200 steps; 3 seeds``."""
+    config = records[0]["config"]
+    every = config.get("eval_every", 10)
+    when = "after every step" if every == 1 else f"every {every} steps"
+    optimizer = {"adam": "Adam", "sgd": "SGD"}.get(config.get("optimizer", "sgd"), config.get("optimizer"))
+    until = f", until it is at most {config['target_loss']:g}" if config.get("target_loss") else ""
+    seeds = len({record["config"]["seed"] for record in records})
+    clips = {"train": "training", "test": "test"}[config.get("evaluate_on", "train")]
+    return (
+        f"{optimizer} (lr {config['lr']:g}) on gradients τ steps stale, batch {config['batch_size']}, each "
+        f"epoch reshuffled; the loss on the {clips} clips {when}{until}, at most {config['steps']} steps; "
+        f"{seeds} seed{'' if seeds == 1 else 's'}"
+    )

@@ -22,11 +22,12 @@ from helpers.collectives.model import (
     optimal_chunks,
 )
 from helpers.collectives.p2p import lockstep_table
-from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, with_model_seconds
+from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, is_pinned, with_model_seconds
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import speedup
+from helpers.stats import MATTERS, speedup
 
 MIB = 2**20
+BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
 
 
 def listed(items) -> str:
@@ -70,6 +71,17 @@ def matches_expectation(table: pd.DataFrame, world_size: int) -> dict[str, bool]
         for operation, after in expected_semantics(world_size).items()
         if operation in set(ran["operation"])
     }
+
+
+def describe_matches(matches: dict[str, bool], backend: str) -> str:
+    """How many operations matched ``expected_semantics``, out of those ``backend`` ran and of all:
+    ``10 of the 10 operations Gloo supports (of 11)``, or ``11 of the 11 operations``."""
+    matched, supported, total = sum(matches.values()), len(matches), len(SEMANTIC_OPERATIONS)
+    if supported == total:
+        return f"{matched} of the {total} operations"
+    return (
+        f"{matched} of the {supported} operations {BACKEND_NAMES.get(backend, backend)} supports (of {total})"
+    )
 
 
 def support_matrix_table(support: pd.DataFrame) -> pd.DataFrame:
@@ -161,27 +173,60 @@ def skipped_cases(frame: pd.DataFrame) -> pd.DataFrame:
 # The α-β fits
 
 
-def alpha_beta_table(*fits: pd.DataFrame) -> pd.DataFrame:
+def _microseconds(seconds: float) -> str:
+    """α in µs for a table: whole µs with thousands separators from 100 µs on (``2,711``), else three
+    significant figures (``20``, ``3.46``)."""
+    value = seconds * 1e6
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def median_fits(frame: pd.DataFrame, world_sizes=None) -> pd.DataFrame:
+    """``runs.alpha_beta_fits`` of each size's median instead of its lower quartile of iterations (the
+    fit without ``seconds_all``): shown beside the fit, it shows what the stalls of a shared machine add."""
+    return alpha_beta_fits(frame.drop(columns="seconds_all", errors="ignore"), world_sizes=world_sizes)
+
+
+def alpha_beta_table(*fits: pd.DataFrame, medians: pd.DataFrame | None = None) -> pd.DataFrame:
     """``runs.alpha_beta_fits`` rows for readers (several fits one after the other, a fit that repeats
-    an earlier one left out): α in µs per message, 1/β in GB/s, the fit's median distance from its points,
-    by backend and device, implementation and the ranks it was fitted on."""
-    fits = pd.concat(fits, ignore_index=True).drop_duplicates(["backend", "device", "operation", "ranks"])
+    an earlier one left out): α in µs per message (``_microseconds``), 1/β in GB/s, the fit's median
+    distance from its points, by backend and device, implementation and the ranks it was fitted on; with
+    ``medians`` (``median_fits``) the same implementation's α and 1/β fitted to the medians beside them."""
+    keys = ["backend", "device", "operation", "ranks"]
+    fits = pd.concat(fits, ignore_index=True).drop_duplicates(keys)
     table = pd.DataFrame(
         {
             "backend/device": fits["backend"] + "/" + fits["device"],
             "implementation": fits["operation"].map(_label),
             "fitted on (ranks)": fits["ranks"],
-            "α (µs per message)": (fits["alpha_seconds"] * 1e6).round(1),
+            "α (µs per message)": fits["alpha_seconds"].map(_microseconds),
             "1/β (GB/s)": (fits["bandwidth_bytes_per_second"] / 1e9).round(2),
             "fit error, median (%)": (fits["median_relative_error"] * 100).round(1),
         }
     )
+    if medians is not None:
+        beside = fits[keys].merge(medians, on=keys, how="left")
+        table["α, fitted to medians (µs)"] = [
+            "–" if math.isnan(value) else _microseconds(value) for value in beside["alpha_seconds"]
+        ]
+        table["1/β, fitted to medians (GB/s)"] = [
+            "–" if math.isnan(value) else f"{value / 1e9:.2f}"
+            for value in beside["bandwidth_bytes_per_second"]
+        ]
     return table.set_index(["backend/device", "implementation", "fitted on (ranks)"])
+
+
+def _lower_quartiles(group: pd.DataFrame) -> pd.Series:
+    """Each row's lower quartile of its iterations (``seconds_all``), the statistic the α-β fit uses; its
+    ``seconds`` where the iterations were not kept."""
+    if "seconds_all" not in group:
+        return group["seconds"]
+    return group["seconds_all"].map(lambda times: float(np.percentile(times, 25)))
 
 
 def beyond_the_fit(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     """How the two-rank fit (``fits``, on ``LINK_FIT_WORLD_SIZE`` ranks) predicts the all-reduce at other
-    rank counts: measured ÷ predicted seconds per implementation and k, median and range over sizes.
+    rank counts: measured ÷ predicted seconds per implementation and k, median and range over sizes, the
+    measured seconds being each size's lower quartile of its iterations, as in the fit.
 
     Near 1 the model carries over; well above 1 something the model lacks costs time, such as ranks
     that wait for a core (more ranks than cores), which no property of the link explains.
@@ -195,7 +240,8 @@ def beyond_the_fit(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     for (backend, device, operation, k), group in others.groupby(
         ["backend", "device", "operation", "world_size"]
     ):
-        ratio = (group["seconds"] / with_model_seconds(group, fits, operation)["model_seconds"]).dropna()
+        modelled = with_model_seconds(group, fits, operation)["model_seconds"]
+        ratio = (_lower_quartiles(group) / modelled).dropna()
         if ratio.empty:
             continue
         rows.append(
@@ -212,49 +258,148 @@ def beyond_the_fit(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*columns, *measured]).set_index(columns)
 
 
-def describe_link(fits: pd.DataFrame, operation: str = "all_reduce") -> str:
-    """α and 1/β of ``operation``'s first fit as a phrase: ``α = 91 µs per message and 1/β = 1.93 GB/s
-    (gloo on cpu, 2 ranks; the line lies 4 % from the points, median)``."""
+def describe_link(
+    fits: pd.DataFrame, medians: pd.DataFrame | None = None, operation: str = "all_reduce"
+) -> str:
+    """α and 1/β of ``operation``'s first fit as a phrase, with what it was fitted to and, given
+    ``medians`` (``median_fits``), the fit to the medians beside it: ``α = 20 µs per message and 1/β =
+    1.00 GB/s (gloo on cpu, 2 ranks, fitted to each size's lower quartile of its iterations; the line lies
+    4% from those points, median); fitted to the medians, α = 25 µs and 1/β = 0.90 GB/s``."""
     chosen = fits[fits["operation"] == operation]
     if chosen.empty:
         return f"not fitted (no {operation} measured on {LINK_FIT_WORLD_SIZE} ranks)"
     fit = chosen.iloc[0]
-    return (
-        f"α = {fit['alpha_seconds'] * 1e6:,.0f} µs per message and 1/β = "
+    phrase = (
+        f"α = {_microseconds(fit['alpha_seconds'])} µs per message and 1/β = "
         f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s ({fit['backend']} on {fit['device']}, "
-        f"{fit['ranks']} ranks; the line lies {fit['median_relative_error']:.0%} from the points, median)"
+        f"{fit['ranks']} ranks, fitted to each size's lower quartile of its iterations; the line lies "
+        f"{fit['median_relative_error']:.0%} from those points, median)"
+    )
+    beside = None if medians is None else medians[medians["operation"] == operation]
+    if beside is not None and not beside.empty:
+        median = beside.iloc[0]
+        phrase += (
+            f"; fitted to the medians, α = {_microseconds(median['alpha_seconds'])} µs and 1/β = "
+            f"{median['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s"
+        )
+    return phrase
+
+
+def describe_alphas(fits: pd.DataFrame, factor: float = 3.0) -> str:
+    """A sentence on how our implementations' α compare with the library's (``dist.all_reduce``, its first
+    fit in ``fits``, on the same backend and device): within ``factor`` of it, or, where further, why that
+    is no property of the link."""
+    nothing = "No implementation of ours was fitted beside the library's."
+    library = fits[fits["operation"] == "all_reduce"]
+    if library.empty or library["alpha_seconds"].iloc[0] <= 0:
+        return nothing
+    where = library.iloc[0]
+    ours = fits[fits["operation"].isin(["all_reduce_ring", "parameter_server"])
+                & (fits["backend"] == where["backend"]) & (fits["device"] == where["device"])]  # fmt: skip
+    if ours.empty:
+        return nothing
+    reference = library["alpha_seconds"].iloc[0]
+    ratios = {_label(row.operation): row.alpha_seconds / reference for row in ours.itertuples()}
+    far = {name: ratio for name, ratio in ratios.items() if not 1 / factor <= ratio <= factor}
+    if not far:
+        return (
+            f"Our implementations' α lie within {factor:g}× of the library's: per message they pay about "
+            "what it pays."
+        )
+    listed_far = "; ".join(f"the α of {name} is {ratio:.2g}× the library's" for name, ratio in far.items())
+    return (
+        f"{listed_far[0].upper()}{listed_far[1:]}. Every implementation moves its bytes over the same "
+        "link, so a difference this large is each one's own work per call (how it synchronises the "
+        "ranks, the threads it hands the work to) and, on a busy machine, its waits for a core: it "
+        "belongs to the implementation, not the link."
     )
 
 
-def describe_beyond(beyond: pd.DataFrame, cores: int, implementation: str = "all_reduce (torch.distributed)"):
-    """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts."""
+def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str) -> str:
+    """Whether chapter 5 prices DDP's all-reduce with the fit of ``dist.all_reduce`` shown here for
+    ``backend`` on ``device`` (``priced``: ``timemodel.all_reduce_alpha_beta`` of the results folder), or
+    with another record's, which it names by its α and 1/β."""
+    chosen = fits.query("operation == 'all_reduce' and backend == @backend and device == @device")
+    if (
+        not chosen.empty
+        and math.isclose(chosen["alpha_seconds"].iloc[0], priced["alpha_seconds"])
+        and (math.isclose(chosen["seconds_per_byte"].iloc[0], priced["seconds_per_byte"]))
+    ):
+        return "Chapter 5 prices DDP's all-reduce with this fit."
+    return (
+        f"Chapter 5 prices DDP's all-reduce with another two-rank benchmark of this results folder, the one "
+        f"with the most message sizes: α = {_microseconds(priced['alpha_seconds'])} µs and 1/β = "
+        f"{priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s."
+    )
+
+
+def describe_beyond(
+    beyond: pd.DataFrame, cores: int, records=(), implementation: str = "all_reduce (torch.distributed)"
+) -> str:
+    """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts, read from
+    the ratio: slower than predicted (with more ranks than ``cores``: the scheduler's time), as predicted,
+    or faster (the fit does not carry over; where the benchmark ``records`` say the two-rank launch was
+    pinned and this one not, that difference is named)."""
     if beyond.empty:
         return (
             f"Only {LINK_FIT_WORLD_SIZE} ranks were measured here, so the fit is not tested at other rank "
             "counts."
         )
+    pinned = {record["config"]["world_size"]: is_pinned(record) for record in records}
     sentences = []
     for (where, name, k), row in beyond.iterrows():
         if name != implementation:
             continue
         ratio = row["measured ÷ two-rank model, median"]
-        crowded = f" on this machine's {cores} cores" if k > cores else ""
-        sentences.append(
-            f"With {k} ranks{crowded} ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts "
-            f"(median over message sizes; {row['range over message sizes']}×)."
+        took = (
+            f"With {k} ranks ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts (lower "
+            f"quartiles, median over message sizes; {row['range over message sizes']}×)"
         )
+        if ratio > 1 + MATTERS:
+            why = (
+                f"with {k} ranks on {cores} cores some rank waits for a core at every step: the scheduler's "
+                "time, which no property of the link explains"
+                if k > cores
+                else "something the two-rank model lacks costs time"
+            )
+        elif ratio < 1 / (1 + MATTERS):
+            why = "faster than the two-rank fit allows, so it does not carry over to this launch"
+            if pinned.get(LINK_FIT_WORLD_SIZE) and pinned.get(k) is False:
+                why += (
+                    "; the launches differ in more than k: the two ranks of the fit were pinned to cores "
+                    "of their own, these were not, and a pinned rank cannot leave a core that another "
+                    "process holds"
+                )
+        else:
+            why = "the fit carries over" + (f", even with {k} ranks on {cores} cores" if k > cores else "")
+        sentences.append(f"{took}: {why}.")
     return " ".join(sentences)
 
 
-def describe_ring(table: pd.DataFrame) -> str:
-    """Our ring against the library at the largest message measured, as a phrase, verdict first."""
+def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE) -> str:
+    """Our ring against the library at the largest message measured on ``ranks`` ranks (the pinned launch
+    of the link fit; another rank count where that is missing), as a phrase, the reading first: beat,
+    fell behind, matched, can match or beat (the interval's low end within ``stats.MATTERS`` of 1), or
+    not resolved; then the ratio and its range from one launch's iterations."""
     if table.empty:
         return "not measured (no message large enough)"
-    (where, k, mib), row = next(iter(table.iloc[::-1].iterrows()))
+    chosen = table[table.index.get_level_values("ranks") == ranks]
+    (where, k, mib), row = next(iter((chosen if not chosen.empty else table).iloc[::-1].iterrows()))
+    low, high = (float(value) for value in row["range (min–max pairing)"].split("–"))
+    library = BACKEND_NAMES.get(where.split("/")[0], where.split("/")[0])
+    if row["verdict"] == "faster":
+        reading = f"our ring beat {library}'s all-reduce here"
+    elif row["verdict"] == "slower":
+        reading = f"our ring fell behind {library}'s all-reduce here"
+    elif row["verdict"] == "no measurable difference":
+        reading = f"our ring matched {library}'s all-reduce here"
+    elif low >= 1 / (1 + MATTERS):
+        reading = f"our ring can match or beat {library}'s all-reduce here"
+    else:
+        reading = "not resolved"
     return (
-        f"{row['verdict']}, {row['ours ÷ library']:.2f}× the library's bus bandwidth "
-        f"({row['range (min–max pairing)']}×, min–max pairing of the iterations) at {mib} MiB on {k} "
-        f"{where} ranks"
+        f"{reading}: {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks (one "
+        f"launch; range {low:.2f}–{high:.2f}×, pairing the fastest and slowest iterations)"
     )
 
 
@@ -318,10 +463,32 @@ def message_size_effect(frame: pd.DataFrame, backend: str, ranks: int, chunks: i
     return float(np.exp(np.interp(np.log(part), sizes, speeds)) / naive[whole])
 
 
+TIED_WITH_FASTEST = "S within the fastest's iteration spread"
+
+
+def _iterations(row) -> list[float]:
+    """A benchmark row's timed iterations (``seconds_all``), or its ``seconds`` where they were not kept."""
+    times = row.get("seconds_all")
+    return list(times) if isinstance(times, list | tuple | np.ndarray) else [row["seconds"]]
+
+
+def tied_with_fastest(rows: pd.DataFrame) -> list[int]:
+    """The chunk counts S whose iterations the fastest S (smallest median) does not beat outright: every
+    S for which ``stats.speedup`` of its iterations against the fastest's, paired min–max, is not
+    "faster". The fastest S is among them; more than one means the best S is not resolved."""
+    fastest = rows.loc[rows["seconds"].idxmin()]
+    best = _iterations(fastest)
+    return sorted(
+        int(row["chunks"]) for _, row in rows.iterrows()
+        if row["chunks"] == fastest["chunks"] or speedup(_iterations(row), best)["verdict"] != "faster"
+    )  # fmt: skip
+
+
 def pipelining(frame: pd.DataFrame, fits: pd.DataFrame) -> tuple[pd.DataFrame, list[dict]]:
     """The pipelined ring broadcast at the largest message, per backend and rank count: a table (predicted
-    best S*, fastest measured S and how much cheaper per byte one chunk of N/S moves) and, for each
-    figure, the rows with the model's seconds, S* and a title."""
+    best S*, rounded to a whole chunk count, fastest measured S, the S ``tied_with_fastest`` and how much
+    cheaper per byte one chunk of N/S moves) and, for each figure, the rows with the model's seconds, S*
+    and a title."""
     rows, cases = [], []
     broadcasts = frame.query("operation == 'ring_broadcast' and status == 'ok'")
     for (backend, ranks), group in broadcasts.groupby(["backend", "world_size"]):
@@ -339,37 +506,45 @@ def pipelining(frame: pd.DataFrame, fits: pd.DataFrame) -> tuple[pd.DataFrame, l
                 "backend": backend,
                 "ranks": ranks,
                 "message (MiB)": f"{nbytes / MIB:g}",
-                "predicted best S*": round(best, 1),
+                "predicted best S*": f"{best:.0f}",
                 "fastest measured S": fastest,
+                TIED_WITH_FASTEST: ", ".join(map(str, tied_with_fastest(largest))),
                 SPEED_OF_A_CHUNK: round(message_size_effect(frame, backend, ranks, fastest), 2),
             }
         )
-    table = pd.DataFrame(rows, columns=["backend", "ranks", "message (MiB)", "predicted best S*",
-                                        "fastest measured S", SPEED_OF_A_CHUNK])  # fmt: skip
+    columns = ["backend", "ranks", "message (MiB)", "predicted best S*", "fastest measured S",
+               TIED_WITH_FASTEST, SPEED_OF_A_CHUNK]  # fmt: skip
+    table = pd.DataFrame(rows, columns=columns)
     return table.set_index(["backend", "ranks"]), cases
 
 
 def describe_pipelining(table: pd.DataFrame) -> str:
-    """A sentence per (backend, ranks) on whether the measured fastest chunk count agrees with S*."""
+    """A sentence per (backend, ranks): the best S not resolved where several S lie within the fastest's
+    iteration spread; else whether the fastest S agrees with S*, and, where it does not and a chunk of
+    N/S moved faster per byte than the whole message, that measured ratio."""
     sentences = []
     for (backend, ranks), row in table.iterrows():
-        predicted, measured = row["predicted best S*"], row["fastest measured S"]
-        ratio = row[SPEED_OF_A_CHUNK]
+        predicted, measured = float(row["predicted best S*"]), row["fastest measured S"]
+        tied, ratio = row[TIED_WITH_FASTEST].split(", "), row[SPEED_OF_A_CHUNK]
         where = f"With {ranks} ranks ({backend})"
-        if round(predicted) == measured or (predicted > 1 and abs(measured - predicted) / predicted <= 0.5):
+        if len(tied) > 1:
+            sentences.append(
+                f"{where} the best S is not resolved: S = {listed(tied)} lie within the iteration spread of "
+                f"the fastest median, at S = {measured}; the model's S* is {row['predicted best S*']}."
+            )
+        elif round(predicted) == measured or (predicted > 1 and abs(measured - predicted) / predicted <= 0.5):
             sentences.append(f"{where} the fastest measured S, {measured}, lies where the model puts S* "
-                             f"({predicted:.1f}).")  # fmt: skip
+                             f"({row['predicted best S*']}).")  # fmt: skip
         elif not math.isnan(ratio) and ratio > 1:  # a cheaper chunk explains it
             sentences.append(
-                f"{where} the fastest measured S is {measured} against a "
-                f"predicted S* of {predicted:.1f}: here one message of N/{measured} bytes moves "
-                f"{ratio:.2f}× as fast per byte as one of N bytes, which no α-β line can express — a cost "
-                "per byte that grows with the message (caches, fresh pages) rewards chunks even where "
-                "there is nothing to overlap."
+                f"{where} the fastest measured S is {measured} against a predicted S* of "
+                f"{row['predicted best S*']}: here one message of N/{measured} bytes moved {ratio:.2f}× as "
+                "fast per byte as one of N bytes, which no α-β line can express: a cost per byte that grows "
+                "with the message rewards chunks even where there is nothing to overlap."
             )
         else:
             sentences.append(f"{where} the fastest measured S is {measured} against a predicted S* of "
-                             f"{predicted:.1f}.")  # fmt: skip
+                             f"{row['predicted best S*']}.")  # fmt: skip
     return " ".join(sentences) or "No pipelined broadcast was measured here."
 
 
@@ -400,3 +575,24 @@ def topology_uses(world_size: int, shards: int) -> pd.DataFrame:
     """Where each topology suits, as the seed lecture sees it."""
     rows = bytes_per_step_by_topology(4, world_size, shards)
     return pd.DataFrame(rows)[["topology", "suits"]].set_index("topology")
+
+
+def describe_topologies(model_name: str, world_size: int, shards: int) -> str:
+    """One phrase on the busiest link per step under each topology, for ``model_name``'s gradient, in MB
+    (10⁶ bytes, three significant figures), from ``model.bytes_per_step_by_topology``."""
+    gradient = parameter_bytes(build_model(model_name))
+    busiest = {
+        row["topology"]: row["busiest_link_bytes"]
+        for row in bytes_per_step_by_topology(gradient, world_size, shards)
+    }
+
+    def mb(nbytes: int) -> str:
+        return f"{nbytes / 1e6:.3g} MB"
+
+    return (
+        f"`{model_name}` ({mb(gradient)} of gradients) on k = {world_size}: per step, the busiest link "
+        f"carries {mb(busiest['ring all-reduce'])} each way in a ring all-reduce, against "
+        f"{mb(busiest['parameter server on the CPU'])} at a parameter server on the CPU, "
+        f"{mb(busiest['parameter server on a rank'])} at one on a rank and "
+        f"{mb(busiest[f'sharded parameter servers (s={shards})'])} with {shards} sharded servers"
+    )

@@ -1,0 +1,258 @@
+"""helpers.dataparallel_results: chapter 2's tables and sentences, each checked on measurements made up
+by hand."""
+
+import pandas as pd
+import pytest
+
+from helpers import data, dataparallel, dataparallel_results, results, train
+
+
+def fake_timing(model: str, replicas: int, batch: int, steps: list[float]) -> dict:
+    phases = dict.fromkeys(dataparallel.PHASES, 0.01)
+    return {"config": {"model": model, "batch_size": batch},
+            "result": {"replicas": replicas, "step_seconds_all": steps, "steps_per_epoch": 10,
+                       "phase_seconds": phases, "step_seconds": sorted(steps)[len(steps) // 2],
+                       "bytes_per_step": {"reduce_gradients": 8},
+                       "communication_to_compute": 0.5}}  # fmt: skip
+
+
+def consistency(*rows) -> dict:
+    keys = ("model", "batch_size", "verdict", "chapter_one_load", "replica_load")
+    return {"comparisons": [dict(zip(keys, row, strict=True)) for row in rows]}
+
+
+def reduce_points(broadcast_seconds: tuple[float, float]) -> pd.DataFrame:
+    """LinearNet on 2 and 4 replicas: 48,408,880 B per extra replica in each phase; the reduce took 20 ms
+    and 90 ms (20 and 30 ms per extra replica)."""
+    moved = [48_408_880, 3 * 48_408_880]
+    return pd.DataFrame({"phases": ["broadcast parameters"] * 2 + ["reduce gradients"] * 2,
+                         "model": "LinearNet", "replicas": [2, 4] * 2, "bytes": moved * 2,
+                         "seconds": [*broadcast_seconds, 0.02, 0.09]})  # fmt: skip
+
+
+def test_a_compute_choke_that_runs_slower_says_why():
+    """4 replicas: 0.5 s moving data against 2.5 s computing (0.2x: a compute choke), yet the step is
+    slower (1.1 s over 3.1 s = 0.35x, interval 1.0/3.2 to 1.2/3.0), because the forward (0.2 to 0.8 s) and
+    the backward (0.6 to 1.8 s) took three times as long: each phase on its own, not diluted by the rest."""
+    said = explained(3.0, shared=True)
+    assert "moving data took 500 ms per step and computing 2,500 ms, 0.2× as long: a compute choke" in said
+    assert "slower, 0.35× (0.31–0.40×)" in said
+    assert (
+        "The forward took 3.00× and the backward 3.00× as long as with one replica (200 and 600 ms)" in said
+    )
+    assert "every replica runs the whole model on the same cores" in said
+    assert "idle" in explained(0.5, shared=True) and "idle" not in explained(0.5, shared=False)
+    assert explained(1.0, shared=True).endswith("(200 and 600 ms).")
+    # 0.5 s moving against 0.4 s computing: the label turns
+    assert "a network choke" in explained(1.0, shared=False, multi_compute=0.4)
+    # 0.5 s moving against 200 s computing: 0.0025 of it, said in per cent
+    assert "0.25 % as long: a compute choke" in explained(1.0, shared=False, multi_compute=200.0)
+
+
+def test_fit_recovers_a_known_line():
+    fit = dataparallel_results.fit_seconds_per_byte([0, 1e6, 2e6, 4e6], [0.001, 0.002, 0.003, 0.005])
+    assert fit["seconds_per_byte"] == pytest.approx(1e-9)
+    assert fit["intercept_seconds"] == pytest.approx(0.001)
+    assert fit["bytes_per_second"] == pytest.approx(1e9) and fit["r_squared"] == pytest.approx(1.0)
+
+
+def explained(scale: float, shared: bool, multi_compute: float = 2.5) -> str:
+    """One replica: forward 0.2 s, backward 0.6 s, 1.0 s computing in all; four replicas: forward and
+    backward ``scale`` times as long, ``multi_compute`` s computing, 0.5 s moving data."""
+    single = {"replicas": 1, "step_seconds_all": [1.0, 1.1, 1.2], "compute_seconds": 1.0,
+              "transfer_seconds": 0.0, "communication_to_compute": 0.0,
+              "phase_seconds": {"forward": 0.2, "backward": 0.6}}  # fmt: skip
+    multi = {"replicas": 4, "step_seconds_all": [3.0, 3.1, 3.2], "compute_seconds": multi_compute,
+             "transfer_seconds": 0.5, "communication_to_compute": 0.5 / multi_compute,
+             "phase_seconds": {"forward": 0.2 * scale, "backward": 0.6 * scale}}  # fmt: skip
+    return dataparallel_results.explain_replicas(single, multi, shared)
+
+
+def test_ratios_of_times_read_in_per_cent_below_a_tenth():
+    assert dataparallel_results.times_as_long(0.42) == "0.42× as long"
+    assert dataparallel_results.times_as_long(0.1) == "0.1× as long"
+    assert dataparallel_results.times_as_long(0.0025) == "0.25 % as long"
+    assert dataparallel_results.times_as_long(0.05) == "5 % as long"
+
+
+@pytest.mark.parametrize(
+    ("verdict", "start"),
+    [("faster", "LinearNet ran faster with 4 replicas than with one: its operators left cores idle"),
+     ("slower", "LinearNet ran slower with 4 replicas than with one: on the shared cores"),
+     ("no measurable difference", "LinearNet ran as fast with 4 replicas as with one: the replicas' threads"),
+     ("not resolved", "whether LinearNet ran faster or slower with 4 replicas than with one is not")],
+)  # fmt: skip
+def test_what_shared_cores_did_follows_the_verdict(verdict, start):
+    change = {"speedup": 1.0, "low": 0.5, "high": 2.0, "verdict": verdict, "launches": None}
+    assert dataparallel_results.shared_replicas_sentence("LinearNet", change, 4).startswith(start)
+    assert dataparallel_results.shared_replicas_sentence("LinearNet", change, 4, shared=False) == (
+        f"LinearNet with 4 replicas on 4 devices against one replica: {verdict}"
+    )
+
+
+def test_where_the_replicas_ran_reads_as_a_sentence():
+    on_cpu = {1: (["cpu"], False), 2: (["cpu", "cpu"], True), 4: (["cpu"] * 4, True)}
+    assert dataparallel_results.placement_sentence(on_cpu) == "1 replica; 2 and 4 replicas, all on the CPU"
+    assert (
+        dataparallel_results.placement_sentence({2: (["cpu", "cpu"], True)}) == "2 replicas, all on the CPU"
+    )
+    one_gpu = {1: (["cuda:0"], False), 2: (["cuda:0", "cuda:0"], True)}
+    assert dataparallel_results.placement_sentence(one_gpu) == "1 replica; 2 replicas, all on GPU 0"
+    gpus = {
+        1: (["cuda:0"], False),
+        2: (["cuda:0", "cuda:1"], False),
+        3: (["cuda:0", "cuda:1", "cuda:2"], False),
+    }
+    assert dataparallel_results.placement_sentence(gpus) == (
+        "1 replica on GPU 0; 2 replicas on GPUs 0 and 1; 3 replicas on GPUs 0, 1 and 2"
+    )
+
+
+def test_the_seeds_verdicts_say_where_they_change():
+    table = pd.DataFrame(
+        {"model": ["LinearNet"] * 3 + ["ConvNet"] * 4, "global_batch": [10, 20, 600, 20, 10, 600, 300],
+         "faster": ["slower whatever the inputs"] * 3
+         + ["faster whatever the inputs", "depends on convolution efficiency", "slower whatever the inputs",
+            "faster whatever the inputs"]}
+    )  # fmt: skip
+    assert dataparallel_results.describe_seed_verdicts(table) == {
+        "LinearNet": "slower at every batch of the seed's sweep (10 to 600)",
+        "ConvNet": "undecided at batch 10, faster from batch 20 to 300 and slower at batch 600",
+    }
+
+
+def test_one_replica_against_chapter_one_says_which_timings_disagree():
+    agreeing = consistency(("LinearNet", 10, "no measurable difference", 1.0, 1.1),
+                           ("ConvNet", 10, "no measurable difference", 1.0, 1.0))  # fmt: skip
+    assert dataparallel_results.consistency_sentence(agreeing) == (
+        "all 2 agree within 10%: one replica costs what chapter 1's step costs"
+    )
+    mixed = consistency(("LinearNet", 10, "faster", 3.2, 1.1),
+                        ("LinearNet", 30, "no measurable difference", 1, 1),
+                        ("ConvNet", 10, "not resolved", None, 1.04))  # fmt: skip
+    assert dataparallel_results.consistency_sentence(mixed) == (
+        "1 agree within 10%; LinearNet at batch 10 differs by more than 10% between the two timings, and for "
+        "ConvNet at batch 10 the steps spread too widely to tell. The machine's 1-minute load average "
+        "reached: LinearNet at batch 10, 3.2 for chapter 1's timing and 1.1 for the replica's; ConvNet at "
+        "batch 10, not recorded for chapter 1's timing and 1.0 for the replica's"
+    )
+
+
+def test_fresh_memory_costs_page_faults_on_a_cpu():
+    """By hand: 48 MiB are 12,288 pages of 4 KiB; (14.0 - 2.6 ms) / 12,288 = 0.93 us more per page;
+    50,331,648 B in 14 ms is 3.6 GB/s, in 2.6 ms 19.4 GB/s."""
+    fresh = {"bytes": 50_331_648, "seconds": 0.014, "seconds_per_byte": 0.014 / 50_331_648}
+    reused = {"bytes": 50_331_648, "seconds": 0.0026, "seconds_per_byte": 0.0026 / 50_331_648}
+    said = dataparallel_results.fresh_memory_sentence(fresh, reused, "cpu", page_bytes=4096)
+    assert said == (
+        "a copy of 48 MiB took 14.0 ms into a fresh buffer and 2.6 ms into a reused one (3.6 against 19.4 "
+        "GB/s). A buffer of 32 MiB or more gets new pages from the kernel at every allocation (glibc serves "
+        "it with mmap), and each 4 KiB page faults and is zeroed by the kernel on its first write: 12,288 "
+        "pages here, 0.93 µs more per page than the copy into reused memory"
+    )
+    cheap = dict(fresh, seconds=0.0027)  # within 10 % of the reused copy
+    assert dataparallel_results.fresh_memory_sentence(cheap, reused, "cpu", page_bytes=4096).endswith(
+        "12,288 pages here, and here they cost no more than reused memory"
+    )
+    assert dataparallel_results.fresh_memory_sentence(fresh, reused, "cuda:0").endswith(
+        "no page is new to the GPU"
+    )
+
+
+def test_the_reduce_is_predicted_from_a_fresh_copy_and_an_addition():
+    """By hand: a fresh copy at 2.5e-10 s/B, a reused one at 5e-11 s/B (20 GB/s, the broadcast's
+    prediction). The reduce: 2.5e-10 + 1.5 x 5e-11 = 3.25e-10 s/B, 3.1 GB/s; for LinearNet's 48,408,880 B
+    (46.2 MiB) 12.1 ms copying and 3.6 ms adding, 15.7 ms per extra replica. Measured: the reduce at
+    48,408,880 / 0.02 = 2.4 GB/s and 145,226,640 / 0.09 = 1.6 GB/s; the broadcast at 9.7 and 4.8 GB/s."""
+    fresh, reused = {"seconds_per_byte": 2.5e-10}, {"seconds_per_byte": 5e-11}
+    said = dataparallel_results.reduce_prediction(reduce_points((0.005, 0.03)), fresh, reused)
+    assert said == (
+        "the broadcast (a copy into existing parameters) should run at 20.0 GB/s and the reduce (a copy into "
+        "a fresh buffer, then an addition that reads two tensors and writes one) at 3.1 GB/s: for "
+        "LinearNet's 46.2 MiB of gradients, 12.1 ms copying and 3.6 ms adding, 15.7 ms per extra replica; "
+        "measured, LinearNet's reduce took 20.0–30.0 ms per extra replica. Measured in each configuration "
+        "that moved at least 10 MB per step, the broadcast ran at 4.8–9.7 GB/s and the reduce at 1.6–2.4 "
+        "GB/s: the reduce was the slower of the two in every configuration"
+    )
+    # a broadcast of 40 ms at 2 replicas runs at 1.2 GB/s: the ranges overlap
+    overlapping = dataparallel_results.reduce_prediction(reduce_points((0.04, 0.03)), fresh, reused)
+    assert overlapping.endswith(
+        "the broadcast ran at 1.2–4.8 GB/s and the reduce at 1.6–2.4 GB/s: the two ranges overlap in this "
+        "run, so the measured speeds alone do not tell the two apart"
+    )
+
+
+def test_readable_byte_tables():
+    moved = dataparallel_results.moved_table({"scatter_inputs": 96_000, "broadcast_parameters": 48_408_880})
+    expected = {"scatter inputs": "96,000", "broadcast parameters": "48,408,880"}
+    assert moved["bytes moved"].to_dict() == expected
+    table = dataparallel_results.bytes_table(["LinearNet"], [2], samples=2000, batch_size=20)
+    # the seed's example: 100 steps of 48,408,880 bytes out and back, 1,000 clips of 48,000 bytes scattered
+    assert table[("LinearNet", "2 replicas")].to_dict() == {
+        "scatter inputs": "48.0", "broadcast parameters": "4,840.9", "gather outputs": "0.0",
+        "scatter output gradients": "0.0", "reduce gradients": "4,840.9", "total": "9,729.9",
+    }  # fmt: skip
+
+
+def test_one_replica_against_chapter_one_reuses_its_records(fsdd, tmp_path):
+    store = results.ResultStore("test-dataparallel", root=tmp_path, hardware={"cpu_model": "test"})
+    train_set = data.take(fsdd.split("train"), 20)
+    train.stored_step_timing(store, "LinearNet", train_set, batch_size=10, timed_steps=1, optimizer="adam",
+                             lr=1e-3, device="cpu", seed=0)  # fmt: skip  # chapter 1's record
+    records = [fake_timing("LinearNet", 1, 10, [0.1, 0.2, 0.3]), fake_timing("LinearNet", 2, 10, [0.1])]
+    found = dataparallel_results.against_chapter_one(
+        store, records, train_set, device="cpu", timed_steps=1, seed=0
+    )
+    assert found["reused"] and len(found["table"]) == 1 and sum(found["verdicts"].values()) == 1
+    compared = found["comparisons"][0]
+    assert (compared["model"], compared["batch_size"], compared["replica_load"]) == ("LinearNet", 10, None)
+    assert compared["chapter_one_load"] is not None  # the store keeps the load of what it measured
+    assert found["table"].iloc[0]["one replica's step (ms)"] == "200 (100–300, 3 steps)"
+    records.append(fake_timing("LinearNet", 1, 20, [0.1, 0.2]))  # batch 20: no chapter-1 record yet
+    again = dataparallel_results.against_chapter_one(
+        store, records, train_set, device="cpu", timed_steps=1, seed=0
+    )
+    assert not again["reused"]
+
+
+def test_epoch_bytes_table_adds_up():
+    table = dataparallel_results.epoch_bytes_table(["LinearNet"], [2], [2000], 20)
+    assert table.iloc[0]["total"] == 9_729_856_000  # the seed's example, as in the test above
+
+
+def test_frames_of_timing_records():
+    records = [fake_timing("ConvNet", 1, 20, [1.0, 1.2, 1.1]), fake_timing("ConvNet", 2, 20, [2.0, 2.2, 2.1])]
+    steps = dataparallel_results.steps_frame(records)
+    assert len(steps) == 6 and steps["epoch_seconds"].tolist()[:3] == [10.0, 12.0, 11.0]
+    phases = dataparallel_results.phase_frame(records)
+    assert len(phases) == 2 * len(dataparallel.PHASES)
+    assert set(phases.query("phase == 'reduce_gradients'")["bytes"]) == {8}
+    assert set(phases.query("phase == 'forward'")["kind"]) == {"compute"}
+    compare = dataparallel_results.torch_comparison([fake_timing("ConvNet", 2, 20, [1.5, 1.5, 1.5])], records)
+    assert compare.iloc[0].tolist() == ["1,500.0", "2,100.0"]
+    assert list(compare.columns) == ["torch.nn.DataParallel step (ms)", "rebuilt step (ms)"]
+
+
+def test_transfer_points_and_fits_per_group_of_phases():
+    records = [fake_timing("LinearNet", 1, 20, [1.0])]
+    for replicas, megabytes in ((2, 1), (4, 3)):
+        record = fake_timing("LinearNet", replicas, 20, [1.0])
+        moved = megabytes * 10**6
+        record["result"]["bytes_per_step"] = {
+            "broadcast_parameters": moved, "reduce_gradients": moved, "scatter_inputs": 1000
+        }  # fmt: skip
+        record["result"]["phase_seconds"] = dict.fromkeys(dataparallel.PHASES, 0.0) | {
+            "broadcast_parameters": megabytes * 1e-4, "reduce_gradients": megabytes * 5e-4}  # fmt: skip
+        records.append(record)
+    points = dataparallel_results.transfer_points(records)
+    assert len(points) == 2 * 3 and set(points["replicas"]) == {2, 4}  # no point for one replica
+    every = points[points["phases"] == "all transfer phases"].set_index("replicas")
+    assert every.loc[4, "bytes"] == 6_001_000 and every.loc[4, "seconds"] == pytest.approx(18e-4)
+    fits = dataparallel_results.transfer_fits(points)
+    # 1e-4 s per MB is 10 GB/s, 5e-4 s per MB is 2 GB/s
+    assert fits["broadcast parameters"]["bytes_per_second"] == pytest.approx(10e9)
+    assert fits["reduce gradients"]["bytes_per_second"] == pytest.approx(2e9)
+    # each configuration's own speed: none moves 10 MB, so both count; above 3 MB only the 4-replica one
+    assert dataparallel_results.phase_speeds(points)["reduce gradients"] == pytest.approx((2e9, 2e9))
+    speeds = dataparallel_results.phase_speeds(points, min_bytes=3e6)["all transfer phases"]
+    assert speeds == pytest.approx((6_001_000 / 18e-4, 6_001_000 / 18e-4))
