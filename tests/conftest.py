@@ -22,12 +22,39 @@ def recordings() -> Path:
         pytest.skip(f"FSDD recordings not available: {error}")
 
 
+def link_or_copy(source: str, destination: str) -> None:
+    """A hard link to ``source`` (no bytes copied), or a copy where the file system refuses links."""
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def file_states(folder: Path) -> dict:
+    """Size and modification time of every file in ``folder``: what writing into one changes."""
+    return {entry.name: (entry.stat().st_size, entry.stat().st_mtime_ns) for entry in os.scandir(folder)}
+
+
+def own(path: Path) -> Path:
+    """``path`` made a file of its own, no longer a hard link to a real recording: call before writing
+    into a file of ``recordings_copy`` (removing or renaming one needs nothing)."""
+    private = path.with_name(f".{path.name}.own")
+    shutil.copy2(path, private)
+    os.replace(private, path)
+    return path
+
+
 @pytest.fixture
 def recordings_copy(recordings, tmp_path) -> Path:
-    """A private copy of the recordings that a test may damage."""
+    """A private folder of the recordings that a test may damage: hard links to the real files (3,000
+    copies took most of each data test), so a test must ``own`` a file before writing into it. Whether
+    the real recordings were written through a link is checked after every test."""
     copy = tmp_path / "recordings"
-    shutil.copytree(recordings, copy)
-    return copy
+    before = file_states(recordings)
+    shutil.copytree(recordings, copy, copy_function=link_or_copy)
+    yield copy
+    written = sorted(name for name, state in file_states(recordings).items() if before.get(name) != state)
+    assert not written, f"the test wrote into the real recordings through a hard link: {written[:10]}"
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +97,22 @@ def no_leftovers(monkeypatch):
     monkeypatch.setenv(TEST_TAG, tag)
     yield tag
     assert not worker_processes(tag), "a launch left processes behind"
+
+
+@pytest.fixture(scope="session")
+def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """One launch of two torchrun "nodes" of one CPU rank each on this machine (its folder and results),
+    shared by the tests that only read it; it must leave no process behind."""
+    from helpers import launch
+
+    config = dict(
+        backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=8, test_samples=4,
+        global_batch_size=4, epochs=1, optimizer="sgd", lr=0.1, bucket_cap_mb=25, timeout_seconds=60,
+    )  # fmt: skip
+    output = tmp_path_factory.mktemp("two-nodes")
+    tag = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TEST_TAG, tag)
+        results = launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=output)
+    assert not worker_processes(tag), "the two-node launch left processes behind"
+    return output, results

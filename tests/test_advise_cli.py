@@ -25,7 +25,9 @@ def in_a_project(tmp_path, monkeypatch):
     (tmp_path / "my_models.py").write_text(TINY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    sys.modules.pop("my_models", None)  # another test's my_models.py, imported from its own folder
+    yield tmp_path
+    sys.modules.pop("my_models", None)
 
 
 def test_the_command_advises_on_a_model_in_a_file_and_writes_its_json(in_a_project, capsys):

@@ -1,6 +1,8 @@
 """helpers.advise.counting: any model counted exactly, checked by hand on a model written here; bad input
 refused with one line naming what is wrong."""
 
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -32,7 +34,9 @@ def tiny_module(tmp_path, monkeypatch):
     (tmp_path / "my_models.py").write_text(TINY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_models", None)  # another test's my_models.py, imported from its own folder
     yield "my_models"
+    sys.modules.pop("my_models", None)
 
 
 def test_a_model_in_a_file_of_the_reader_is_counted_exactly_by_hand(tiny_module):

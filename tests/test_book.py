@@ -65,7 +65,7 @@ def browser(tmp_path_factory):
     for flag in (
         "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1280,1000",
     ):  # fmt: skip
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -124,13 +124,44 @@ def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, pa
     setup += [code for code in shown_code if "glue(" in code]  # glue calls are bookkeeping too
     assert not setup, f"set-up code shown to readers: {setup[0][:200]}"
     assert not [code for code in shown_code if "parameters" in code and "papermill" in code.lower()]
-    overflowing = browser.execute_script(
-        "return [...document.querySelectorAll('article pre, article table, article img')]"
-        ".filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right >"
-        " document.querySelector('article').getBoundingClientRect().right + 1)"
-        ".map(e => e.tagName + ': ' + e.innerText.slice(0, 80))"
-    )
+    overflowing = browser.execute_script(RUNS_OFF)
     assert not overflowing, f"runs off the page: {overflowing[:3]}"
+    broken = browser.execute_script(BROKEN_HEADERS)
+    assert not broken, f"table headers broken inside a word: {broken[:5]}"
+
+
+# A code block or image must fit the column; a table may be wider only inside an output that scrolls
+# sideways, and that output must fit the column.
+RUNS_OFF = """
+const right = document.querySelector('article').getBoundingClientRect().right + 1;
+const scroller = e => {
+  for (let p = e.parentElement; p && p.tagName !== 'ARTICLE'; p = p.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX)) return p;
+  }
+  return null;
+};
+return [...document.querySelectorAll('article pre, article table, article img')].filter(e => {
+  const box = e.tagName === 'TABLE' && scroller(e) ? scroller(e) : e;
+  return (box === e && e.scrollWidth > e.clientWidth + 1) || box.getBoundingClientRect().right > right;
+}).map(e => e.tagName + ': ' + e.innerText.slice(0, 80));
+"""
+# Every word of every table header (split at spaces, hyphens and slashes) lies on one line.
+BROKEN_HEADERS = """
+const broken = [];
+for (const th of document.querySelectorAll('article table th')) {
+  const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const word of node.textContent.matchAll(/[^\\s\\-–\\/]+/g)) {
+      const range = document.createRange();
+      range.setStart(node, word.index);
+      range.setEnd(node, word.index + word[0].length);
+      const lines = new Set([...range.getClientRects()].map(box => Math.round(box.top)));
+      if (lines.size > 1) broken.push(word[0]);
+    }
+  }
+}
+return broken;
+"""
 
 
 OUTSIDE_MATH = """

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from conftest import own
 
 from helpers import data
 from helpers.data import CLIP_SAMPLES, DatasetError
@@ -104,7 +105,7 @@ def test_unexpected_file_is_named(recordings_copy):
 
 
 def test_altered_content_is_named(recordings_copy):
-    path = recordings_copy / "9_yweweler_12.wav"
+    path = own(recordings_copy / "9_yweweler_12.wav")
     content = bytearray(path.read_bytes())
     content[-1] ^= 0xFF
     path.write_bytes(bytes(content))
@@ -117,7 +118,7 @@ def test_altered_content_is_named(recordings_copy):
     [(16000, 1, "sample rate 16000 Hz, expected 8000 Hz"), (8000, 2, "2 channels, expected 1")],
 )
 def test_wrong_format_is_named(recordings_copy, rate, channels, message):
-    path = recordings_copy / "3_nicolas_7.wav"
+    path = own(recordings_copy / "3_nicolas_7.wav")
     samples, _ = soundfile.read(path, dtype="int16")
     soundfile.write(path, np.stack([samples] * channels, axis=1), rate, subtype="PCM_16")
     with pytest.raises(DatasetError, match=f"3_nicolas_7.wav.*{message}"):
@@ -127,21 +128,22 @@ def test_wrong_format_is_named(recordings_copy, rate, channels, message):
 
 
 def test_unreadable_file_is_named(recordings_copy):
-    (recordings_copy / "5_jackson_44.wav").write_bytes(b"not a wave file at all")
+    own(recordings_copy / "5_jackson_44.wav").write_bytes(b"not a wave file at all")
     with pytest.raises(DatasetError, match=r"5_jackson_44.wav \(unreadable audio"):
         data.verify_recordings(recordings_copy)
 
 
 def test_load_refuses_a_damaged_folder_and_writes_no_cache(recordings_copy, tmp_path):
-    (recordings_copy / "1_theo_1.wav").write_bytes(b"")
+    own(recordings_copy / "1_theo_1.wav").write_bytes(b"")
     with pytest.raises(DatasetError, match="1_theo_1.wav"):
         data.load_fsdd(recordings_copy, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
 
 
 def make_archive(recordings, path, damage: str | None = None):
-    """A tar.gz laid out like GitHub's v1.0.10 archive, optionally with one damaged recording."""
-    with tarfile.open(path, "w:gz") as tar:
+    """A tar.gz laid out like GitHub's v1.0.10 archive, optionally with one damaged recording (gzip's
+    fastest level: the layout and the bytes are what the download checks)."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
         for wav in sorted(recordings.glob("*.wav")):
             content = wav.read_bytes()
             if wav.name == damage:
@@ -154,9 +156,16 @@ def make_archive(recordings, path, damage: str | None = None):
         tar.addfile(readme, io.BytesIO(b"hello"))
 
 
-def test_download_installs_verified_recordings(recordings, tmp_path):
-    make_archive(recordings, tmp_path / "fsdd.tar.gz")
-    target = data.download_fsdd(tmp_path / "fsdd", url=(tmp_path / "fsdd.tar.gz").as_uri())
+@pytest.fixture(scope="session")
+def good_archive(recordings, tmp_path_factory):
+    """The undamaged archive, built once: downloads only read it."""
+    path = tmp_path_factory.mktemp("archive") / "fsdd.tar.gz"
+    make_archive(recordings, path)
+    return path
+
+
+def test_download_installs_verified_recordings(good_archive, tmp_path):
+    target = data.download_fsdd(tmp_path / "fsdd", url=good_archive.as_uri())
     assert target == tmp_path / "fsdd" / "recordings"
     assert len(data.verify_recordings(target)) == 3000
     assert [p.name for p in (tmp_path / "fsdd").iterdir()] == ["recordings"]

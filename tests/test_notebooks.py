@@ -59,3 +59,18 @@ def test_dollar_amounts_in_prose_are_escaped(path):
         cells = nbformat.read(path, as_version=4).cells
         prose = "\n".join(cell.source for cell in cells if cell.cell_type == "markdown")
     assert not UNESCAPED_PRICE.findall(prose)
+
+
+GLUE_REFERENCE = re.compile(r"\{glue(?::\w+)?\}`(\w+)(?::[^`]*)?`")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_number_the_prose_names_is_glued_by_the_notebook(path):
+    """A ``{glue:text}`name``` whose name no cell glues builds as a warning, which the book's build turns
+    into a failure: the committed (smoke) outputs must glue every name the prose uses."""
+    notebook = nbformat.read(path, as_version=4)
+    named = {name for cell in notebook.cells if cell.cell_type == "markdown"
+             for name in GLUE_REFERENCE.findall(cell.source)}  # fmt: skip
+    glued = {output.metadata["scrapbook"]["name"] for cell in notebook.cells if cell.cell_type == "code"
+             for output in cell.get("outputs", []) if "scrapbook" in output.get("metadata", {})}  # fmt: skip
+    assert not named - glued, f"named in the prose but glued by no cell: {sorted(named - glued)}"
