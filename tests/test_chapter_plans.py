@@ -87,3 +87,18 @@ def test_an_all_reduce_a_chapter_run_before_measured_is_not_planned_again():
     assert [item.what for item in one if item.what.startswith("all-reduce benchmark")] == [
         "all-reduce benchmark, gloo: chapter 4's, reused"
     ]
+
+
+def test_the_minutes_the_docs_quote_are_the_plan_s():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    one = round(plan.chapter_minutes(study.planned_items("gpu", None, described(1, 80))).sum())
+    four = study.planned_items("gpu", None, Machine.described_as(4, "NVIDIA A100-SXM4-40GB"))
+    text = " ".join((root / "book" / "reproduce.md").read_text().split())
+    assert re.search(
+        r"rental \(about (\d+) minutes, no chapter over 9\); on four A100s, about (\d+) minutes", text
+    ).groups() == (str(one), str(round(plan.chapter_minutes(four).sum())))
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"estimates the minutes per chapter (about {one} on one H100-class GPU" in readme
