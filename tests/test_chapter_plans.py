@@ -102,3 +102,24 @@ def test_the_minutes_the_docs_quote_are_the_plan_s():
     ).groups() == (str(one), str(round(plan.chapter_minutes(four).sum())))
     readme = " ".join((root / "README.md").read_text().split())
     assert f"estimates the minutes per chapter (about {one} on one H100-class GPU" in readme
+
+
+def _multi_rank_backends(items, chapter: str, module_prefix: str) -> set[str]:
+    return {
+        item.request.config["backend"]
+        for item in items
+        if item.chapter == chapter and item.request and item.request.world_size > 1
+        and item.request.module.startswith(module_prefix) and not (item.skipped or item.refusal)
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3, 4, 8])
+def test_chapter_five_models_the_backend_chapters_three_and_six_ran_their_ranks_on(gpus):
+    # On 2-3 GPUs NCCL runs two ranks but not chapter 3's four: a model fitted to NCCL would have no
+    # chapter 3 runs to be validated against (issue 24, audit of defect 8).
+    items = study.planned_items("gpu", None, described(gpus, 80))
+    (fit,) = [item for item in items if item.chapter == "05_cost_model" and "all-reduce" in item.what]
+    backend = fit.request.config["backend"]
+    assert _multi_rank_backends(items, "03_ddp_nccl_vs_gloo", "helpers.ddp") >= {backend}
+    assert _multi_rank_backends(items, "06_scaling", "helpers.sharding") >= {backend}
+    assert backend == ("nccl" if gpus >= 4 else "gloo")

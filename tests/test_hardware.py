@@ -25,9 +25,16 @@ def test_the_fingerprint_of_a_gpu_machine_names_each_gpu_its_driver_and_links(mo
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), properties))
-    answers = {"--query-gpu=driver_version": "580.82.07\n580.82.07", "topo": "GPU0\tX\tNV18"}
+    listed = "\n".join(
+        f"{i}, NVIDIA H100 80GB HBM3, 81559, Default, 580.82.07, 00000000:{i + 24:02X}:00.0, GPU-{i}a"
+        for i in range(4)
+    )
+    answers = {"--query-gpu=driver_version": "580.82.07\n580.82.07", "topo": "GPU0\tX\tNV18",
+               hardware.GPU_LIST_COMMAND.split()[1]: listed}  # fmt: skip
     monkeypatch.setattr(hardware, "_run", lambda command: answers[command[1]])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")  # two of the machine's four GPUs, in this order
     info = hardware.fingerprint()
+    assert info["visible_gpu_indices"] == [3, 1]  # what the whole machine's matrix is read through
     assert [gpu["index"] for gpu in info["gpus"]] == [0, 1]
     assert info["gpus"][1] == {"index": 1, "name": "NVIDIA H100 80GB HBM3",
                                "memory_bytes": 85_520_809_984, "compute_capability": "9.0"}  # fmt: skip
@@ -333,3 +340,12 @@ def test_a_busy_machine_is_said_to_be_busy(monkeypatch):
     assert hardware.busy_warning() is None  # one process on two cores
     monkeypatch.setattr(hardware.os, "getloadavg", lambda: (3.2, 2.0, 1.0))
     assert hardware.busy_warning().startswith("warning: this machine is busy (1-minute load average 3.2 on 2")
+
+
+def test_a_fingerprint_s_topology_is_of_the_gpus_its_torch_saw():
+    # nvidia-smi topo -m lists the whole machine; a run under CUDA_VISIBLE_DEVICES=2,5 used two of them
+    text = (RECORDED / "nvidia-smi-topo-8gpu-nvlink.txt").read_text()
+    seen = hardware.seen_topology({"gpu_topology": text, "visible_gpu_indices": [2, 5]})
+    assert seen[["gpu_a", "gpu_b", "nvidia_smi_a", "nvidia_smi_b"]].values.tolist() == [[0, 1, 2, 5]]
+    assert len(hardware.seen_topology({"gpu_topology": text})) == 28  # recorded before the field existed
+    assert hardware.seen_topology({"gpu_topology": None}).empty

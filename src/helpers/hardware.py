@@ -135,10 +135,14 @@ def fingerprint() -> dict:
             )
     driver = None
     topology = None
+    seen = {}
     if gpus:
         driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
         driver = driver.splitlines()[0] if driver else None
         topology = _run(["nvidia-smi", "topo", "-m"])
+        listed = listed_gpus()
+        # the matrix rows torch used, in its order: the matrix alone lists every GPU of the machine
+        seen = {"visible_gpu_indices": visible_indices(len(listed)) if listed else None}
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
@@ -146,6 +150,7 @@ def fingerprint() -> dict:
         "memory_bytes": memory_bytes(),
         "gpus": gpus,
         "gpu_topology": topology,
+        **seen,
         "driver": driver,
         "cuda": torch.version.cuda,
         "nccl": nccl_version(),
@@ -180,6 +185,9 @@ def peer_access() -> list[dict]:
     ]
 
 
+TOPOLOGY_COLUMNS = ["gpu_a", "gpu_b", "link", "nvlinks", "meaning"]
+
+
 def parse_topology(text: str) -> pd.DataFrame:
     """Every GPU pair (a < b) of an ``nvidia-smi topo -m`` matrix: its link code, NVLink count, meaning.
 
@@ -209,7 +217,7 @@ def parse_topology(text: str) -> pd.DataFrame:
                 raise ValueError(f"unknown link {code!r} between GPU{a} and GPU{b}")
             meaning = TOPOLOGY_LEGEND[key].replace("#", str(nvlinks))
             pairs.append({"gpu_a": a, "gpu_b": b, "link": code, "nvlinks": nvlinks, "meaning": meaning})
-    return pd.DataFrame(pairs, columns=["gpu_a", "gpu_b", "link", "nvlinks", "meaning"])
+    return pd.DataFrame(pairs, columns=TOPOLOGY_COLUMNS)
 
 
 def describe_topology(pairs: pd.DataFrame) -> str:
@@ -392,6 +400,18 @@ def visible_topology(text: str, visible: str | None = None) -> pd.DataFrame:
             rows.append({**pair, "gpu_a": order[a], "gpu_b": order[b], "nvidia_smi_a": a, "nvidia_smi_b": b})
     columns = [*pairs.columns, "nvidia_smi_a", "nvidia_smi_b"]
     return pd.DataFrame(rows, columns=columns).sort_values(["gpu_a", "gpu_b"]).reset_index(drop=True)
+
+
+def seen_topology(info: dict) -> pd.DataFrame:
+    """The pairs of a fingerprint's ``gpu_topology`` between the GPUs its torch saw, in torch's numbers
+    (``visible_topology`` under the recorded ``visible_gpu_indices``); every pair when none is recorded."""
+    text = info.get("gpu_topology")
+    if not text:
+        return pd.DataFrame(columns=TOPOLOGY_COLUMNS)
+    indices = info.get("visible_gpu_indices")
+    if indices is None:
+        return parse_topology(text)
+    return visible_topology(text, ",".join(str(index) for index in indices))
 
 
 def _visible_listed() -> list[dict]:

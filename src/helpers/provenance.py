@@ -15,7 +15,7 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
-from helpers.hardware import describe, describe_topology, parse_topology
+from helpers.hardware import describe, describe_topology, seen_topology
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash
 
@@ -93,8 +93,7 @@ def can_and_cannot(hardware: dict) -> str:
             "two ranks on one GPU); several ranks share the GPU, so they show the mechanics and their "
             "overhead, not a speed-up: multi-GPU figures are predictions (chapter 5)."
         )
-    topology = hardware.get("gpu_topology")
-    links = describe_topology(parse_topology(topology)) if topology else f"{gpus} GPUs"
+    links = describe_topology(seen_topology(hardware)) if hardware.get("gpu_topology") else f"{gpus} GPUs"
     return f"With {links}, the multi-device chapters measure real speed-ups on these links."
 
 
