@@ -77,22 +77,24 @@ def test_steps_to_target_paired_by_seed_with_a_verdict():
         record(16, 0, None), record(16, 1, 240), record(16, 2, 220),  # ≥3.0 (missed at 300), 2.0, 2.0
     ]  # fmt: skip
     table = staleness.steps_to_target_table(records)
-    assert table.loc[0, "verdict against τ = 0"] == "—"
+    assert table.loc[0, ["verdict against τ = 0", staleness.RATIO, "range over seeds"]].tolist() == ["—"] * 3
     four = table.loc[4]
     assert four["steps to the target, per seed"] == "120, 150, 121" and four["median steps"] == "121"
-    assert four["× synchronous steps (median)"] == "1.20" and four["range over seeds"] == "1.10–1.25"
+    assert four[staleness.RATIO] == "1.20" and four["range over seeds"] == "1.10–1.25"
     assert four["verdict against τ = 0"] == "more steps"  # a verdict about steps, not time
     sixteen = table.loc[16]
     assert sixteen["steps to the target, per seed"] == "≥300, 240, 220" and sixteen["median steps"] == "≥240"
-    assert sixteen["× synchronous steps (median)"] == "≥2.00" and sixteen["range over seeds"] == "2.00–3.00"
+    assert sixteen[staleness.RATIO] == "≥2.00" and sixteen["range over seeds"] == "2.00–3.00"
     assert sixteen["verdict against τ = 0"] == "more steps"  # a lower bound above 1 is still more steps
-    assert staleness.describe_staleness(table, 4) == "more steps: 1.20× as many (1.10–1.25× over 3 seeds)"
+    assert staleness.describe_staleness(table, 4) == (
+        "more steps, 1.20× as many as synchronous training (1.10–1.25× over 3 seeds)"
+    )
     assert staleness.describe_staleness(table, 0) == "110 steps (median of 3 seeds)"
     assert staleness.describe_staleness(table, 8) == "not measured (no τ = 8 run)"
     assert staleness.describe_stalenesses(table) == (
-        "with gradients 4 steps stale (about 5 workers taking turns), more steps: 1.20× as many (1.10–1.25× "
-        "over 3 seeds); with gradients 16 steps stale (about 17 workers taking turns), more steps: ≥2.00× as "
-        "many (2.00–3.00× over 3 seeds)"
+        "with gradients 4 steps stale (about 5 workers taking turns), more steps, 1.20× as many as "
+        "synchronous training (1.10–1.25× over 3 seeds); with gradients 16 steps stale (about 17 workers "
+        "taking turns), more steps, ≥2.00× as many as synchronous training (2.00–3.00× over 3 seeds)"
     )
     close = staleness.steps_to_target_table(
         [*records[:3], record(4, 0, 101), record(4, 1, 119), record(4, 2, 112)]

@@ -53,7 +53,7 @@ def test_summary_of_a_run():
     assert summary["bucket_bytes"] == [60, 40] and summary["allreduce_seconds_all"] == []
 
 
-def test_warm_up_steps_are_left_out_and_a_step_s_all_reduce_is_its_span_on_the_last_rank():
+def test_warm_up_steps_are_left_out_and_a_step_s_all_reduce_is_its_time_in_flight_on_the_last_rank():
     history = [{"epoch": 1, "epoch_seconds": 1.6, "train_loss": 2.0, "step_seconds": [1.0, 0.6]},
                {"epoch": 2, "epoch_seconds": 0.9, "train_loss": 1.5, "step_seconds": [0.5, 0.4],
                 "train_accuracy": 0.5, "test_accuracy": 0.4}]  # fmt: skip
@@ -80,11 +80,20 @@ def test_warm_up_steps_are_left_out_and_a_step_s_all_reduce_is_its_span_on_the_l
     }
     summary = ddp.summarize_run([early, late], warmup_steps=1)
     assert summary["step_seconds_all"] == [0.6, 0.5, 0.4] and summary["warmup_steps"] == 1
-    # span, first hand-over to last ready, on the rank with the shortest (the last to hand over): the two
-    # buckets overlap and count once: 0.3 − 0.2, 0.3 − 0.1, 0.2 − 0.15
-    assert summary["allreduce_seconds_all"] == pytest.approx([0.1, 0.2, 0.05])
+    # time in flight on the rank with the least (the last to hand over): overlapping buckets count once,
+    # the gap between them not at all: 0.3 − 0.2; (0.25 − 0.1) + (0.3 − 0.28) = 0.17, not the span's 0.2;
+    # 0.2 − 0.15
+    assert summary["allreduce_seconds_all"] == pytest.approx([0.1, 0.17, 0.05])
     # exposed: after the last hand-over, when backward has nothing left to compute: 0.05, 0.02, 0.01
     assert summary["exposed_allreduce_seconds_all"] == pytest.approx([0.05, 0.02, 0.01])
+
+
+def test_time_in_flight_counts_overlaps_once_and_gaps_not_at_all():
+    # three buckets of a 500 ms backward: two overlapping early (10-40 and 30-50 ms), one at the end
+    # (480-500 ms): 40 + 20 ms in flight, where first hand-over to last ready spans 490 ms
+    assert ddp.in_flight_seconds([(0.48, 0.5), (0.01, 0.04), (0.03, 0.05)]) == pytest.approx(0.06)
+    assert ddp.in_flight_seconds([(0.0, 0.3), (0.1, 0.2)]) == pytest.approx(0.3)  # one inside another
+    assert ddp.in_flight_seconds([]) == 0.0
 
 
 def test_a_warm_up_that_leaves_nothing_to_time_is_refused():

@@ -23,9 +23,10 @@ HARDWARE = {
 
 def test_banner_names_hardware_and_profile(tmp_path):
     store = ResultStore("cpu", root=tmp_path, hardware=HARDWARE)
-    assert provenance.banner(store).data == (
-        "**Measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon · **profile** `cpu`"
-    )
+    line, limits = provenance.banner(store).data.split("\n\n")
+    assert line == "**Measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon · **profile** `cpu`"
+    assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL runs one rank
+    assert "NCCL runs one rank" in limits
 
 
 def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from torch.utils.data import TensorDataset
 from helpers.dataparallel import TRANSFER_PHASES, bytes_per_epoch
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
-from helpers.train import counted, highest_load, milliseconds, stored_step_timing
+from helpers.train import counted, milliseconds, stored_step_timing
 
 SHARED_DEVICE_NOTE = (
     "**The replicas share one device on this machine**, so these timings measure what DataParallel's "
@@ -27,8 +27,8 @@ SHARED_DEVICE_NOTE = (
 
 
 def times_as_long(ratio: float) -> str:
-    """A ratio of times to read: ``0.42× as long``, and below 0.1 in per cent, ``0.25 % as long``."""
-    return f"{ratio:.2g}× as long" if ratio >= 0.1 else f"{ratio * 100:.2g} % as long"
+    """A ratio of times to read, one form whatever its size: ``0.42× as long``, ``0.0025× as long``."""
+    return f"{ratio:.2g}× as long"
 
 
 def explain_replicas(single: dict, multi: dict, shared: bool) -> str:
@@ -46,10 +46,12 @@ def explain_replicas(single: dict, multi: dict, shared: bool) -> str:
     moving, computing = multi["transfer_seconds"] * 1e3, multi["compute_seconds"] * 1e3
     text = (
         f"with {multi['replicas']} replicas moving data took {moving:,.0f} ms per step and computing "
-        f"{computing:,.0f} ms, {times_as_long(ratio)}: a {kind} by the seed's definition. The step against "
-        f"one replica: {describe_speedup(change)}. The forward took {many['forward'] / one['forward']:.2f}× "
-        f"and the backward {many['backward'] / one['backward']:.2f}× as long as with one replica "
-        f"({one['forward'] * 1e3:,.0f} and {one['backward'] * 1e3:,.0f} ms)"
+        f"{computing:,.0f} ms, {times_as_long(ratio)}: a {kind} by the seed's definition (moving longer "
+        f'than computing is a network choke, the reverse a compute choke, the seed\'s "GPU choke"). The '
+        f"step against one replica: {describe_speedup(change)}. The forward took "
+        f"{many['forward'] / one['forward']:.2f}× and the backward {many['backward'] / one['backward']:.2f}× "
+        f"as long as with one replica (one replica: {one['forward'] * 1e3:,.0f} ms forward, "
+        f"{one['backward'] * 1e3:,.0f} ms backward)"
     )
     if replicated > 1 + MATTERS and shared:
         return text + (
@@ -77,8 +79,9 @@ def shared_replicas_sentence(model: str, change: dict, replicas: int, shared: bo
         )
     if verdict == "slower":
         return (
-            f"{model} ran slower with {replicas} replicas than with one: on the shared cores the replicas' "
-            "copies of the same work queued behind each other"
+            f"{model} ran slower with {replicas} replicas than with one: the replicas' threads share the "
+            "same cores, so nothing ran in parallel that one replica's operators did not already run in "
+            "parallel, and every phase that grew with the replicas (above) added to the step"
         )
     if verdict == "no measurable difference":
         return (
@@ -175,9 +178,8 @@ def against_chapter_one(
     """Each one-replica record of ``records`` against chapter 1's plain training step at the same model
     and batch (``train.stored_step_timing`` with chapter 1's Adam, learning rate 1e-3, and ``settings``):
     ``table`` (to read: both spreads and ``speedup`` of the replica over chapter 1), ``verdicts`` (how
-    many comparisons gave each verdict), ``comparisons`` (per model and batch: the verdict and the load
-    average each timing ran under, ``train.highest_load``) and ``reused`` (whether every chapter-1 record
-    came from the store rather than being measured here)."""
+    many comparisons gave each verdict), ``comparisons`` (per model and batch: the verdict and the
+    ratio) and ``reused`` (whether every chapter-1 record came from the store, not measured here)."""
     before, rows, comparisons = len(store.records("step_timing")), [], []
     for record in (r for r in records if r["result"]["replicas"] == 1):
         name, size, one = record["config"]["model"], record["config"]["batch_size"], record["result"]
@@ -186,8 +188,7 @@ def against_chapter_one(
         plain = chapter_one["result"]
         change = speedup(plain["step_seconds_all"], one["step_seconds_all"])
         comparisons.append({"model": name, "batch_size": size, "verdict": change["verdict"],
-                            "chapter_one_load": highest_load(chapter_one),
-                            "replica_load": highest_load(record)})  # fmt: skip
+                            "ratio": change["speedup"]})  # fmt: skip
         rows.append({"model": name, "batch size": size,
                      "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
                      "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
@@ -200,8 +201,7 @@ def against_chapter_one(
 
 def consistency_sentence(consistency: dict) -> str:
     """What ``against_chapter_one`` found, as far as its verdicts go: all agree within ``MATTERS``, or which
-    configurations disagree or stay unresolved, with the load average each of their two timings ran
-    under (the one under more load is the likelier disturbed). Plain text."""
+    configurations differ measurably (with each ratio, whatever its size) or stay unresolved. Plain text."""
     comparisons = consistency["comparisons"]
     apart = [c for c in comparisons if c["verdict"] in ("faster", "slower")]
     unclear = [c for c in comparisons if c["verdict"] == "not resolved"]
@@ -211,31 +211,20 @@ def consistency_sentence(consistency: dict) -> str:
             "step costs"
         )
 
-    def named(found: list[dict]) -> str:
-        names = [f"{c['model']} at batch {c['batch_size']}" for c in found]
+    def named(found: list[dict], ratios: bool = False) -> str:
+        names = [
+            f"{c['model']} at batch {c['batch_size']}" + (f" ({c['ratio']:.2f}×)" if ratios else "")
+            for c in found
+        ]
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-    def load(value: float | None) -> str:
-        return "not recorded" if value is None else f"{value:.1f}"
 
     parts = []
     if apart:
-        parts.append(
-            f"{named(apart)} {'differs' if len(apart) == 1 else 'differ'} by more than {MATTERS:.0%} "
-            "between the two timings"
-        )
+        parts.append(f"{named(apart, ratios=True)} {'differs' if len(apart) == 1 else 'differ'} measurably")
     if unclear:
         parts.append(f"for {named(unclear)} the steps spread too widely to tell")
-    loads = "; ".join(
-        f"{c['model']} at batch {c['batch_size']}, {load(c['chapter_one_load'])} for chapter 1's timing and "
-        f"{load(c['replica_load'])} for the replica's"
-        for c in apart + unclear
-    )
     agree = len(comparisons) - len(apart) - len(unclear)
-    return (
-        f"{agree} agree within {MATTERS:.0%}; " + ", and ".join(parts)
-        + f". The machine's 1-minute load average reached: {loads}"
-    )  # fmt: skip
+    return f"{agree} agree within {MATTERS:.0%}; " + ", and ".join(parts)
 
 
 def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:

@@ -60,8 +60,7 @@ class TrafficRecorder:
     ``settle`` reads them once the step has been synchronised. Either way the time includes waiting for
     the other ranks to hand over the same bucket and, with compression, the conversions to 2-byte floats
     and back. ``marks`` keeps each bucket's hand-over and ready times (seconds, on one clock per step), so
-    that a step's all-reduce can be read as a span: from the first hand-over to the last ready, buckets
-    that overlap each other counted once (``summarize_run``).
+    that a step's all-reduce can be read as the time some bucket is in flight (``in_flight_seconds``).
     """
 
     def __init__(self, compression: str | None = None, cuda: bool = False) -> None:
@@ -312,16 +311,28 @@ def check_timed_steps(config: dict) -> None:
         )
 
 
+def in_flight_seconds(marks: list[tuple[float, float]]) -> float:
+    """How long at least one of these (hand-over, ready) intervals was open: their union's length. A
+    step's buckets are handed over one by one as backward produces them, so the span from the first to the
+    last would count the backward computation between them as all-reduce."""
+    total, reached = 0.0, -math.inf
+    for start, end in sorted(marks):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
+
+
 def summarize_run(results: list[dict], warmup_steps: int = 0) -> dict:
     """What a chapter reads of one launch: the steps after the first ``warmup_steps`` (the timed ones),
     the all-reduce's seconds of each timed step, the last epoch's time, losses, accuracy and traffic.
 
-    A timed step's all-reduce is the span from its first bucket's hand-over to its last bucket's ready
-    time, buckets that overlap counted once, the shortest over the ranks: a rank that hands over early
-    waits for the last one, whose span is the all-reduce's own (``allreduce_seconds_all``). What of it no
-    computation hides is the part after the last hand-over, when backward has produced every gradient
-    (``exposed_allreduce_seconds_all``). ``steps`` counts every step of every epoch (``steps_per_epoch``
-    one epoch's).
+    A timed step's all-reduce is the time at least one of its buckets is in flight, from hand-over to
+    ready (``in_flight_seconds``: buckets that overlap counted once, the gaps between them not at all),
+    the shortest over the ranks: a rank that hands over early waits for the last one, whose time is the
+    all-reduce's own (``allreduce_seconds_all``). What of it no computation hides is the part after the
+    last hand-over, when backward has produced every gradient (``exposed_allreduce_seconds_all``).
+    ``steps`` counts every step of every epoch (``steps_per_epoch`` one epoch's).
     """
     first = results[0]
     last = first["history"][-1]
@@ -334,7 +345,7 @@ def summarize_run(results: list[dict], warmup_steps: int = 0) -> dict:
         for step in range(warmup_steps, steps):
             per_rank = [ranks[step] for ranks in marks if all(ranks[step])]
             if per_rank:
-                allreduce.append(min(max(e for _, e in r) - min(s for s, _ in r) for r in per_rank))
+                allreduce.append(min(in_flight_seconds(r) for r in per_rank))
                 exposed.append(min(max(e for _, e in r) - max(s for s, _ in r) for r in per_rank))
     return {
         "world_size": first["world_size"],

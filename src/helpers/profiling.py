@@ -27,7 +27,6 @@ from helpers.train import (
     WARMUP_STEPS,
     check_positive,
     counted,
-    highest_load,
     make_optimizer,
     milliseconds,
     pick_device,
@@ -280,8 +279,8 @@ def backward_sentence(measured: float, expected: float) -> str:
 def profile_sentence(result: dict, swept: dict | None = None) -> str:
     """One profiled step against the unprofiled steps that timed its phases, and, where the batch-size
     sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps:
-    where the two timings of the same configuration do not agree, one of them was disturbed, and the load
-    average each was measured under (``train.highest_load``) says which ran under more load."""
+    a difference is what the two steps do not share (the sweep's step also zeroes gradients and indexes
+    its batch), and a spread too wide to tell is said as such."""
     profiled = result["host_seconds"] if result["device_seconds"] is None else result["device_seconds"]
     unprofiled = spread(result["step_seconds_all"])
     text = (
@@ -302,21 +301,13 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
             f". The batch-size sweep timed this batch at {milliseconds(swept_steps)}; the unprofiled steps "
             f"against those: {describe_speedup(change)}"
         )
-        if change["verdict"] != "no measurable difference":
+        if change["verdict"] == "not resolved":
+            text += f". These few steps spread too widely to say whether the two agree within {MATTERS:.0%}"
+        elif change["verdict"] != "no measurable difference":
             text += (
-                ". The same configuration timed twice disagrees"
-                if change["verdict"] in ("faster", "slower")
-                else f". The same configuration timed twice does not agree within {MATTERS:.0%}"
-            ) + ", so one of the two measurements was disturbed"
-            loads = {"the sweep": highest_load(swept), "the profile": highest_load(result)}
-            if None not in loads.values():
-                busier = max(loads, key=loads.get)
-                text += (
-                    f": the machine's 1-minute load average reached {loads['the sweep']:.1f} while the sweep "
-                    f"timed it and {loads['the profile']:.1f} while the profile did"
-                    + (f", so {busier} ran under more load" if abs(loads["the sweep"] - loads["the profile"])
-                       >= 0.1 else "")
-                )  # fmt: skip
+                ". The two timings differ: the unprofiled step here is the sum of its three timed phases, "
+                "without the zeroing of gradients and the batch indexing that the sweep's step includes"
+            )
     return text + "."
 
 
@@ -369,6 +360,11 @@ def precision_profile_table(profiles: pd.DataFrame) -> pd.DataFrame:
     return (table * 1e3).map("{:,.1f}".format).rename_axis(index="milliseconds of one step")
 
 
+def whole_ms(seconds: float) -> str:
+    """Seconds as whole milliseconds, "under 1" for what would round to 0 ("added 0 ms" reads as none)."""
+    return "under 1" if abs(seconds) < 0.5e-3 else f"{seconds * 1e3:,.0f}"
+
+
 def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
     arithmetic (convolutions if it has any, else matrix products), the conversions, everything else (the
@@ -381,7 +377,7 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     text = (
         f"{model}'s {main} took {rows.loc[main, 'bf16'] * 1e3:,.0f} ms in bf16 against "
         f"{rows.loc[main, 'float32'] * 1e3:,.0f} ms in float32, conversions and copies added "
-        f"{extra['conversions and copies'] * 1e3:,.0f} ms, and everything else (the optimizer's update, in "
+        f"{whole_ms(extra['conversions and copies'])} ms, and everything else (the optimizer's update, in "
         f"float32 either way, and the other operators) took {rows.loc['everything else', 'bf16'] * 1e3:,.0f} "
         f"ms against {rows.loc['everything else', 'float32'] * 1e3:,.0f} ms"
     )
@@ -395,7 +391,8 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
                  f"the {main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
         text += f": of the {extra.sum() * 1e3:,.0f} ms that the bf16 step took longer, the most is {cause}"
     return text + (
-        "; one profiled step each: differences of this size in unchanged work show the attribution's noise"
+        "; one profiled step each: work that bf16 does not change (everything else) moving by as much "
+        "is this attribution's noise, and the timed steps above, not these, measure the difference"
     )
 
 
@@ -576,7 +573,8 @@ def explain_adam(comparison: dict, fresh: dict, reused: dict) -> str:
         f"{found['first_touch'] * 1e3:.1f} ms ({found['first_touch'] / found['measured']:.0%}) of first "
         f"writes to fresh pages (its sqrt and div write {found['fresh_bytes'] / MIB:,.0f} MiB of new "
         f"tensors every step) and about {found['passes'] * 1e3:.1f} ms for its {ADAM_PASSES['for-loop']} "
-        "tensor-sized reads and writes of every parameter at the reused-buffer speed; fused Adam makes "
+        "tensor-sized reads and writes of every parameter at the reused-buffer speed (a copy is one read "
+        "and one write, so each pass takes half a copy's time); fused Adam makes "
         f"{ADAM_PASSES['fused']} such passes (about {found['fused_passes'] * 1e3:.1f} ms; measured "
         f"{found['fused_measured'] * 1e3:.1f} ms) and writes no temporaries"
     )

@@ -21,8 +21,12 @@ from helpers.results import ResultStore, read_json, short_hash
 
 
 def banner(store: ResultStore) -> Markdown:
-    """The line a chapter opens with: the hardware and the profile (results run) of its outputs."""
-    return Markdown(f"**Measured on** {describe(store.hardware)} · **profile** `{store.folder.name}`")
+    """What a chapter opens with: the hardware and the profile (results run) of its outputs, and what
+    measurements on that hardware can and cannot show (``can_and_cannot``)."""
+    return Markdown(
+        f"**Measured on** {describe(store.hardware)} · **profile** `{store.folder.name}`\n\n"
+        f"> {can_and_cannot(store.hardware)}"
+    )
 
 
 def toc_chapters() -> list[Path]:

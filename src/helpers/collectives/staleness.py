@@ -140,6 +140,10 @@ def stale_history(records: list[dict]) -> pd.DataFrame:
 STEP_VERDICTS = {"slower": "more steps", "faster": "fewer steps"}  # stats.verdict's words, said of steps
 
 
+# Each seed's steps over its synchronous run's: the median of those ratios, not a ratio of the medians.
+RATIO = "per-seed ratio to τ = 0, median"
+
+
 def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
     """Per staleness τ: the steps each seed took to the target loss and, paired by seed, how many times
     the synchronous (τ = 0) run's steps that is — the median and range over seeds, and its verdict.
@@ -176,8 +180,8 @@ def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
                     f"{mark}{steps}" for mark, steps in zip(marks, group["counted"], strict=True)
                 ),
                 "median steps": ("≥" if bound else "") + f"{statistics.median(group['counted']):g}",
-                "× synchronous steps (median)": ("≥" if bound else "") + f"{statistics.median(ratios):.2f}",
-                "range over seeds": f"{low:.2f}–{high:.2f}",
+                RATIO: "—" if tau == 0 else ("≥" if bound else "") + f"{statistics.median(ratios):.2f}",
+                "range over seeds": "—" if tau == 0 else f"{low:.2f}–{high:.2f}",
                 "verdict against τ = 0": "—" if tau == 0 else judged,
             }
         )
@@ -186,14 +190,14 @@ def steps_to_target_table(records: list[dict]) -> pd.DataFrame:
 
 def describe_staleness(table: pd.DataFrame, tau: int) -> str:
     """One phrase for the chapter's prose, the verdict first: how many steps τ-stale gradients took against
-    synchronous training, ``more steps: 1.20× as many (1.10–1.25× over 3 seeds)``."""
+    synchronous training, ``more steps, 1.20× as many as synchronous training (1.10–1.25× over 3 seeds)``."""
     if tau not in table.index:
         return f"not measured (no τ = {tau} run)"
     row = table.loc[tau]
     if tau == 0:
         return f"{row['median steps']} steps (median of {row['seeds']} seeds)"
     return (
-        f"{row['verdict against τ = 0']}: {row['× synchronous steps (median)']}× as many "
+        f"{row['verdict against τ = 0']}, {row[RATIO]}× as many as synchronous training "
         f"({row['range over seeds']}× over {row['seeds']} seeds)"
     )
 

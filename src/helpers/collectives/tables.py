@@ -74,14 +74,15 @@ def matches_expectation(table: pd.DataFrame, world_size: int) -> dict[str, bool]
 
 
 def describe_matches(matches: dict[str, bool], backend: str) -> str:
-    """How many operations matched ``expected_semantics``, out of those ``backend`` ran and of all:
-    ``10 of the 10 operations Gloo supports (of 11)``, or ``11 of the 11 operations``."""
+    """How many operations matched ``expected_semantics``, out of those ``backend`` ran, naming those it
+    lacks: ``all 10 operations Gloo supports (it lacks all_to_all)``, or ``9 of the 11 operations``."""
     matched, supported, total = sum(matches.values()), len(matches), len(SEMANTIC_OPERATIONS)
+    name = BACKEND_NAMES.get(backend, backend)
+    lacking = ", ".join(operation for operation in SEMANTIC_OPERATIONS if operation not in matches)
+    which = f"all {supported}" if matched == supported else f"{matched} of the {supported}"
     if supported == total:
-        return f"{matched} of the {total} operations"
-    return (
-        f"{matched} of the {supported} operations {BACKEND_NAMES.get(backend, backend)} supports (of {total})"
-    )
+        return f"{which} operations"
+    return f"{which} operations {name} supports (it lacks {lacking})"
 
 
 def support_matrix_table(support: pd.DataFrame) -> pd.DataFrame:
@@ -271,9 +272,9 @@ def describe_link(
     fit = chosen.iloc[0]
     phrase = (
         f"α = {_microseconds(fit['alpha_seconds'])} µs per message and 1/β = "
-        f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s ({fit['backend']} on {fit['device']}, "
-        f"{fit['ranks']} ranks, fitted to each size's lower quartile of its iterations; the line lies "
-        f"{fit['median_relative_error']:.0%} from those points, median)"
+        f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s on {fit['ranks']} {fit['backend']}/"
+        f"{fit['device']} ranks, fitted to each size's lower quartile of its iterations (median fit error "
+        f"{fit['median_relative_error']:.0%})"
     )
     beside = None if medians is None else medians[medians["operation"] == operation]
     if beside is not None and not beside.empty:
@@ -282,6 +283,13 @@ def describe_link(
             f"; fitted to the medians, α = {_microseconds(median['alpha_seconds'])} µs and 1/β = "
             f"{median['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s"
         )
+        alphas = sorted((fit["alpha_seconds"], median["alpha_seconds"]))
+        if alphas[0] > 0 and alphas[1] / alphas[0] > 2:
+            phrase += (
+                f". Which iterations are read moves α {alphas[1] / alphas[0]:.0f}-fold: stalls of the "
+                f"machine, not the link, decide it, so α is known here only within "
+                f"{_microseconds(alphas[0])}–{_microseconds(alphas[1])} µs"
+            )
     return phrase
 
 
@@ -334,12 +342,17 @@ def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str
 
 
 def describe_beyond(
-    beyond: pd.DataFrame, cores: int, records=(), implementation: str = "all_reduce (torch.distributed)"
+    beyond: pd.DataFrame,
+    cores: int,
+    records=(),
+    implementation: str = "all_reduce (torch.distributed)",
+    fit_error: float | None = None,
 ) -> str:
     """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts, read from
-    the ratio: slower than predicted (with more ranks than ``cores``: the scheduler's time), as predicted,
-    or faster (the fit does not carry over; where the benchmark ``records`` say the two-rank launch was
-    pinned and this one not, that difference is named)."""
+    the ratio: slower than predicted (with more ranks than ``cores``: the scheduler's time; but not where
+    the excess lies within ``fit_error``, the two-rank fit's own median error), as predicted, or faster
+    (the fit does not carry over; where the benchmark ``records`` say the two-rank launch was pinned and
+    this one not, that difference is named)."""
     if beyond.empty:
         return (
             f"Only {LINK_FIT_WORLD_SIZE} ranks were measured here, so the fit is not tested at other rank "
@@ -355,7 +368,12 @@ def describe_beyond(
             f"With {k} ranks ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts (lower "
             f"quartiles, median over message sizes; {row['range over message sizes']}×)"
         )
-        if ratio > 1 + MATTERS:
+        if ratio > 1 + MATTERS and fit_error is not None and ratio - 1 <= fit_error:
+            why = (
+                f"that lies within the two-rank fit's own error ({fit_error:.0%}), so it does not single out "
+                "a cost of the extra rank"
+            )
+        elif ratio > 1 + MATTERS:
             why = (
                 f"with {k} ranks on {cores} cores some rank waits for a core at every step: the scheduler's "
                 "time, which no property of the link explains"
@@ -398,8 +416,8 @@ def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE) -> str:
     else:
         reading = "not resolved"
     return (
-        f"{reading}: {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks (one "
-        f"launch; range {low:.2f}–{high:.2f}×, pairing the fastest and slowest iterations)"
+        f"{reading} — {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks, in "
+        f"one launch whose iterations range {low:.2f}–{high:.2f}× when the fastest and slowest are paired"
     )
 
 
