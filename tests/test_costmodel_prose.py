@@ -69,6 +69,13 @@ def test_out_of_sample_errors_read_per_curve_and_as_a_range():
     said = prose.loss_sentences(tested)
     assert said == {"loss_tested": "3", "loss_error_range": "12 % to 34 %",
                     "loss_per_curve": "a: +12 %; b: -34 %; c: +29 %"}  # fmt: skip
+    # a fit that never reaches the target after its fitted points is a failed prediction, counted
+    failed = pd.concat([tested, pd.DataFrame({"curve": ["d"], "error (%)": [float("nan")]})])
+    said = prose.loss_sentences(failed)
+    assert said["loss_tested"] == "4" and said["loss_per_curve"].endswith("; d: never reached")
+    assert said["loss_error_range"] == (
+        "12 % to 34 %, and on 1 the fit never reaches the target (a failed prediction)"
+    )
 
 
 def test_the_seed_traffic_check_by_hand():

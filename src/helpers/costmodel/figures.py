@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib import pyplot as plt
 
+from helpers.costmodel.prose import METHOD_NAMES
 from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
 
 
@@ -77,8 +78,9 @@ def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware
             axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, fmt="o", capsize=2,
                           color=f"C{index}", label=model)  # fmt: skip
         axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
-        axis.set(xscale="log", yscale="log", xlabel="measured seconds per step", ylabel="predicted")
-        axis.set_title(method, fontsize=9)
+        axis.set(xscale="log", yscale="log", xlabel="measured seconds per step",
+                 ylabel="predicted seconds per step")  # fmt: skip
+        axis.set_title(METHOD_NAMES.get(method, method), fontsize=9)
         log_ticks(axis.xaxis)
         log_ticks(axis.yaxis)
     figure = titled(figure, what, hardware)

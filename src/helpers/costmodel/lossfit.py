@@ -155,9 +155,9 @@ def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: f
     """Held-out test of the loss model on each curve: fit on its first ``fit_fraction``, predict when it
     reaches the loss its smoothed curve shows at ``target_at`` of its length, compare with where it did.
 
-    ``out_of_sample`` is True only where the measured crossing lies beyond the fitted points and the fit
-    reaches the target: elsewhere the "prediction" restates points the fit has seen (or there is none),
-    and its error says nothing about the model."""
+    ``out_of_sample`` is True wherever the measured crossing lies beyond the fitted points: elsewhere the
+    "prediction" restates points the fit has seen, and its error says nothing about the model. A fit that
+    never reaches the target there is a tested prediction too, and a failed one (``predicted_step`` None)."""
     rows = []
     for curve in curves:
         window = max(1, min(5, len(curve["losses"]) // 6))
@@ -165,8 +165,9 @@ def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: f
         outcome = held_out_prediction(curve["steps"], curve["losses"], fit_fraction, float(level), window)
         kept = {key: outcome[key] for key in ("fitted_up_to_step", "predicted_step", "measured_step",
                                               "relative_error")}  # fmt: skip
-        tested = (outcome["predicted_step"] is not None and outcome["measured_step"] is not None
-                  and outcome["measured_step"] > outcome["fitted_up_to_step"])  # fmt: skip
+        tested = (
+            outcome["measured_step"] is not None and outcome["measured_step"] > outcome["fitted_up_to_step"]
+        )
         rows.append(
             {"curve": curve["curve"], "same_as": ", ".join(curve.get("same_as", [])), "unit": curve["unit"],
              "points": len(curve["steps"]), "fitted_points": outcome["fitted_points"],
@@ -179,10 +180,11 @@ def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: f
 def out_of_sample(predictions: pd.DataFrame) -> pd.DataFrame:
     """The real tests among ``loss_predictions``: one row per curve whose crossing the fit had not seen,
     with its signed error in steps (%): what the same error does to the dollars of a result, which are
-    proportional to its steps."""
+    proportional to its steps. A fit that never reaches the target reads "never", its error NaN."""
     tested = predictions[predictions["out_of_sample"]]
+    predicted = tested["predicted_step"].astype(object).where(tested["predicted_step"].notna(), "never")
+    error = pd.to_numeric(tested["relative_error"]) * 100
     return pd.DataFrame({"curve": tested["curve"], "also measured as": tested["same_as"],
                          "fitted up to step": tested["fitted_up_to_step"],
-                         "reached at step": tested["measured_step"],
-                         "predicted at step": tested["predicted_step"],
-                         "error (%)": tested["relative_error"] * 100}).reset_index(drop=True)  # fmt: skip
+                         "reached at step": tested["measured_step"], "predicted at step": predicted,
+                         "error (%)": error}).reset_index(drop=True)  # fmt: skip

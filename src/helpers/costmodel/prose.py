@@ -41,13 +41,21 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
             "loss_error_range": "an unknown amount (no out-of-sample test in this store)",
             "loss_per_curve": "none of this store's curves reaches its target after its fitted points",
         }
-    size = tested["error (%)"].abs()
-    spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
+    size = tested["error (%)"].abs().dropna()
+    never = len(tested) - len(size)
+    if size.empty:
+        spread = "unknown: the fit never reaches the target on any of them"
+    else:
+        spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
+    if never and not size.empty:
+        spread += f", and on {never} the fit never reaches the target (a failed prediction)"
     pairs = zip(tested["curve"], tested["error (%)"], strict=True)
     return {
         "loss_tested": str(len(tested)),
         "loss_error_range": spread,
-        "loss_per_curve": "; ".join(f"{curve}: {error:+.0f} %" for curve, error in pairs),
+        "loss_per_curve": "; ".join(
+            f"{curve}: {'never reached' if pd.isna(error) else f'{error:+.0f} %'}" for curve, error in pairs
+        ),
     }
 
 
