@@ -303,10 +303,16 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
         )
         if change["verdict"] == "not resolved":
             text += f". These few steps spread too widely to say whether the two agree within {MATTERS:.0%}"
-        elif change["verdict"] != "no measurable difference":
+        elif change["verdict"] == "faster":  # the sweep's step over the phases': the sweep's took longer
             text += (
                 ". The two timings differ: the unprofiled step here is the sum of its three timed phases, "
                 "without the zeroing of gradients and the batch indexing that the sweep's step includes"
+            )
+        elif change["verdict"] == "slower":
+            text += (
+                f". The two timings differ by {abs(1 / change['speedup'] - 1):.0%}, though the unprofiled "
+                "step here leaves out work the sweep's step includes (the zeroing of gradients, the batch "
+                "indexing): the same work timed in two runs minutes apart differs by that much here"
             )
     return text + "."
 
