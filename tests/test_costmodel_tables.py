@@ -13,7 +13,9 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
         "2,864 (920–8,320)",
         "unbounded (3–unbounded)",
     ]
-    assert tables.banded(frame.iloc[:1], "x", scale=1e3).tolist() == ["1.73e+04 (8.95e+03–5.03e+04)"]
+    # written out, never in powers of ten
+    assert tables.banded(frame.iloc[:1], "x", scale=1e3).tolist() == ["17,300 (8,950–50,300)"]
+    assert tables.banded(frame.iloc[:1], "x", scale=1e-5).tolist() == ["0.000173 (0.0000895–0.000503)"]
 
 
 def test_prices_read_in_dollars_and_cents_with_human_columns():
@@ -66,4 +68,4 @@ def test_the_seeds_verdicts_read_by_model_and_batch():
     verdicts = pd.DataFrame({"model": ["M"], "global_batch": [20], "speedup": [0.5], "speedup_low": [0.4],
                              "speedup_high": [0.6], "faster": ["slower whatever the inputs"]})  # fmt: skip
     shown = tables.seed_verdict_display(verdicts)
-    assert shown.loc[("M", 20)].tolist() == ["0.5 (0.4–0.6)", "slower whatever the inputs"]
+    assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower whatever the inputs"]

@@ -11,20 +11,22 @@ from IPython.display import Markdown
 
 from helpers.costmodel import money, specs
 from helpers.costmodel.recommend import fastest_batches, result_band, result_costs, time_to_result
+from helpers.ddp import significant
 
 
 def banded(
     frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
 ) -> pd.Series:
-    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds);
-    ``whole`` numbers with thousands separators ("2,864 (920–8,320)"), an infinite one "unbounded"."""
+    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never
+    in powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
+    (920–8,320)"), an infinite one "unbounded"."""
 
     def text(value) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "–"
         if math.isinf(value):
             return "unbounded"
-        return f"{value * scale:,.0f}" if whole else f"{value * scale:.{digits}g}"
+        return f"{value * scale:,.0f}" if whole else significant(value * scale, digits)
 
     triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
     return pd.Series([f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples], index=frame.index)
@@ -113,8 +115,8 @@ def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd
     bands = result_band(time_to_result(per_scenario, relation))
     best = fastest_batches(bands)
     shown = best.assign(**{"seconds to target": banded(best, "seconds_to_target"),
-                           "dollars to target": banded(best, "dollars_to_target")})  # fmt: skip
-    shown = shown[["machine", "gpus", "global_batch", "seconds to target", "dollars to target"]]
+                           "dollars to target ($)": banded(best, "dollars_to_target")})  # fmt: skip
+    shown = shown[["machine", "gpus", "global_batch", "seconds to target", "dollars to target ($)"]]
     return bands, shown.rename(columns={"gpus": "GPUs", "global_batch": "fastest global batch"}).set_index(
         "machine"
     )
