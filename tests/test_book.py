@@ -190,6 +190,20 @@ def test_no_prose_is_read_as_math(book, page):
 
 
 @pytest.mark.parametrize("page", toc_pages())
+def test_no_markdown_backticks_reach_the_reader(book, page):
+    """Glued sentences and table cells are plain text: a `name` in them must render as code (the book's
+    pasted_code extension) or be written without backticks, never show its backticks."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((book / page).read_text(), "html.parser")
+    for element in soup.select("article pre, article code, article .math, article script"):
+        element.decompose()
+    text = soup.select_one("article").get_text()
+    shown = [text[max(0, at - 40) : at + 40] for at in (m.start() for m in re.finditer("`", text))]
+    assert not shown, f"{page}: backticks shown to the reader: {shown[:3]}"
+
+
+@pytest.mark.parametrize("page", toc_pages())
 def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
     """MathJax is served with the book (sphinx-mathjax-offline), not fetched from a CDN an offline reader
     cannot reach: every math element is typeset, and no raw \\( or \\) is left in the prose."""

@@ -279,8 +279,9 @@ class Scenario:
 
 CENTRAL = Scenario()
 # Each uncertain input: the Scenario field it sets, its low and high values, and what measures it.
-GPU_CHECK = "`make gpu-check` (its LinearNet step at batch 8 is nearly all per-op time)"
-SWEEP = "the `gpu` profile's single-GPU sweep (chapter 1, `make study PROFILE=gpu`)"
+# Plain text, no Markdown: these reach tables, where backticks would show.
+GPU_CHECK = '"make gpu-check" (its LinearNet step at batch 8 is nearly all per-op time)'
+SWEEP = 'the gpu profile\'s single-GPU sweep (chapter 1, "make study PROFILE=gpu")'
 INPUTS = {
     "matrix-product efficiency": ("matmul", COMPUTE_EFFICIENCY["matmul"].low,
                                   COMPUTE_EFFICIENCY["matmul"].high, SWEEP),
@@ -291,8 +292,8 @@ INPUTS = {
     "efficiency at the smaller per-GPU batch": ("shard", SHARD_EFFICIENCY.low, SHARD_EFFICIENCY.high, SWEEP),
     "achieved link bandwidth": ("link", "low", "high",
                                 "chapter 4's all-reduce benchmark on the rented machine "
-                                "(`make study PROFILE=gpu`)"),
-    "spread of the measured steps": ("measured", "low", "high", "more timed steps (the `gpu` profile)"),
+                                '("make study PROFILE=gpu")'),
+    "spread of the measured steps": ("measured", "low", "high", "more timed steps (the gpu profile)"),
 }  # fmt: skip
 ROOFLINE_INPUTS = tuple(name for name in INPUTS if name != "spread of the measured steps")
 # one GPU's step: everything but what only a k-GPU shard has
