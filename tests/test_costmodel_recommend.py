@@ -122,7 +122,7 @@ def test_a_verdict_holds_over_the_whole_band_or_names_what_to_measure():
         }
     )
     assert recommend.verdict(mixed, "speedup", 1, "faster", "slower") == (
-        "depends on the per-op host overhead: measure it with `make gpu-check` (its LinearNet step at "
+        'depends on the per-op host overhead: measure it with "make gpu-check" (its LinearNet step at '
         "batch 8 is nearly all per-op time)"
     )
     together = scenario_rows(
