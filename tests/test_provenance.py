@@ -1,5 +1,7 @@
 """helpers.provenance: banners and the provenance page come from the executed chapters' metadata."""
 
+import json
+
 import nbformat
 
 from helpers import provenance
@@ -62,3 +64,58 @@ def test_the_edition_says_what_a_cpu_can_and_cannot_show():
     assert provenance.can_and_cannot(four).startswith(
         "With 4 GPUs, every pair NV4: a bonded set of 4 NVLinks"
     )
+
+
+def test_machines_whose_records_are_quoted_are_named_with_their_records(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    (tmp_path / "book" / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                                "  - file: book/chapters/05_a\n")  # fmt: skip
+    cpu = {**HARDWARE, "gpus": [], "gpu_topology": None, "cpu_model": "Test EPYC"}
+    executed = nbformat.v4.new_notebook()
+    executed.metadata["study"] = {"profile": "cpu", "hardware": cpu}
+    nbformat.write(executed, tmp_path / "book" / "chapters" / "05_a.ipynb")
+    ResultStore("cpu", hardware=cpu).measure({"kind": "demo"}, lambda: {})  # the chapter's own machine
+    gpu = ResultStore("gpu", hardware=HARDWARE)
+    for batch in (1, 2):
+        gpu.measure({"kind": "step_timing", "batch_size": batch}, lambda: {})
+    ResultStore("test-run", hardware={**HARDWARE, "cpu_model": "a test's"}).measure({"kind": "demo"}, dict)
+    check = tmp_path / "data" / "results" / "gpu-check" / "nvidia-h200-0.json"
+    check.parent.mkdir()
+    check.write_text(json.dumps({"hardware": HARDWARE, "checks": []}))
+    quoted = provenance.quoted_machines({short_hash(cpu)})
+    assert list(quoted) == [short_hash(HARDWARE)]  # not the chapter's machine, not a test run's
+    assert quoted[short_hash(HARDWARE)]["sources"] == [
+        "`gpu` run: 2 records",
+        "`make gpu-check` (nvidia-h200-0.json)",
+    ]
+    page = provenance.write_provenance_page().read_text()
+    assert "## Machines whose records are quoted" in page and "Records: `gpu` run: 2 records;" in page
+    edition = (tmp_path / "book" / "edition.md").read_text()
+    assert (
+        f"measured on another machine (`{short_hash(HARDWARE)}`, 1x NVIDIA H200 (140 GiB); 16-core Test Xeon)"
+        in edition
+    )
+
+
+def test_a_chapter_run_on_a_restarted_machine_keeps_the_id_its_records_have(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(
+        f"  - file: book/chapters/{name}\n" for name in ("01_a", "02_b")
+    )
+    (tmp_path / "book" / "_toc.yml").write_text(toc)
+    first = {
+        **HARDWARE,
+        "platform": "Linux 6.18.44-fc-v595 x86_64",
+        "gpu_topology": "\x1b[4mGPU0\x1b[0m\nGPU0\t X ",
+    }
+    ResultStore("gpu", hardware=first).measure({"kind": "demo"}, dict)
+    rebooted = {**first, "platform": "Linux 6.18.44-fc-v669 x86_64"}
+    for name, hardware in (("01_a", first), ("02_b", rebooted)):
+        executed = nbformat.v4.new_notebook()
+        executed.metadata["study"] = {"profile": "gpu", "hardware": hardware}
+        nbformat.write(executed, tmp_path / "book" / "chapters" / f"{name}.ipynb")
+    page = provenance.write_provenance_page().read_text()
+    assert page.count(f"(`{short_hash(first)}`)") == 2 and short_hash(rebooted) not in page
+    assert page.count("### Machine") == 1 and "```text\nGPU0\nGPU0\t X \n```" in page  # no escape codes

@@ -44,6 +44,22 @@ def test_other_hardware_measures_again(store, tmp_path):
     assert len(other.records("demo")) == 1 and len(other.records("demo", all_machines=True)) == 2
 
 
+def test_a_new_kernel_build_is_the_same_machine(tmp_path):
+    booted = {**HARDWARE, "memory_bytes": 25_276_514_304, "platform": "Linux 6.18.44-fc-v595 x86_64"}
+    first = results.ResultStore("reboot", root=tmp_path, hardware=booted)
+    record = first.measure({"kind": "demo"}, lambda: {"value": 1})
+    # the same virtual machine after a reboot: another kernel build, 12 KiB less memory
+    rebooted = {**booted, "memory_bytes": 25_276_502_016, "platform": "Linux 6.18.44-fc-v669 x86_64"}
+    again = results.ResultStore("reboot", root=tmp_path, hardware=rebooted)
+    assert again.provenance_id == first.provenance_id != results.short_hash(rebooted)
+    assert again.get({"kind": "demo"}) == record and again.records("demo") == [record]
+    # a GiB of memory more, or another processor, is another machine
+    for other in ({"memory_bytes": booted["memory_bytes"] + 2**30}, {"cpu_model": "other CPU"}):
+        elsewhere = results.ResultStore("reboot", root=tmp_path, hardware={**rebooted, **other})
+        assert elsewhere.provenance_id == results.short_hash({**rebooted, **other})
+        assert elsewhere.get({"kind": "demo"}) is None
+
+
 def test_failed_measurement_leaves_no_record(store):
     def fail():
         raise RuntimeError("boom")

@@ -15,9 +15,9 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
-from helpers.hardware import describe, describe_topology, seen_topology
+from helpers.hardware import ANSI_ESCAPE, describe, describe_topology, seen_topology
 from helpers.paths import project_root, results_dir
-from helpers.results import ResultStore, read_json, short_hash
+from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
 
 
 def banner(store: ResultStore) -> Markdown:
@@ -67,7 +67,8 @@ def hardware_section(identifier: str, hardware: dict) -> list[str]:
         "",
     ]
     if hardware.get("gpu_topology"):
-        lines += ["GPU topology (`nvidia-smi topo -m`):", "", "```text", hardware["gpu_topology"], "```", ""]
+        matrix = ANSI_ESCAPE.sub("", hardware["gpu_topology"])  # nvidia-smi underlines its header row
+        lines += ["GPU topology (`nvidia-smi topo -m`):", "", "```text", matrix, "```", ""]
     return lines
 
 
@@ -88,7 +89,7 @@ def can_and_cannot(hardware: dict) -> str:
             f"With no GPU, every rank and replica shares the same {cores} cores and one memory system: the "
             "book shows the mechanics of data parallelism exactly (the bytes moved, the collectives' "
             "results, what a rank does and when it waits) and what they cost on this machine, but no "
-            "speed-up from more devices can appear, NCCL does not run, and every GPU figure is a "
+            "speed-up from more devices can appear, NCCL does not run, and every multi-GPU figure is a "
             "prediction (chapter 5)."
         )
     if gpus == 1:
@@ -101,20 +102,73 @@ def can_and_cannot(hardware: dict) -> str:
     return f"With {links}, the multi-device chapters measure real speed-ups on these links."
 
 
+def quoted_machines(shown: set[str] | None = None) -> dict[str, dict]:
+    """Machines whose records the book quotes but that ran none of its chapters: every machine of every
+    study run in ``data/results/`` (smoke and test runs aside) and of every ``make gpu-check`` record,
+    those in ``shown`` left out, as {id: {"hardware", "sources": ["gpu: 142 records", ...]}}. Chapter 5
+    reads a ``gpu`` run's single-GPU steps and gpu-check's whatever machine runs it."""
+    found: dict[str, dict] = {}
+    root = results_dir()
+    runs = sorted(
+        p for p in root.glob("*") if p.is_dir() and p.name != "smoke" and not p.name.startswith("test-")
+    )
+    for run in runs:
+        if run.name == "gpu-check":
+            for path in sorted(run.glob("*.json")):
+                record = read_json(path) if not path.name.startswith("key-averages-") else None
+                if record and record.get("hardware"):
+                    entry = found.setdefault(short_hash(record["hardware"]), {"hardware": record["hardware"],
+                                                                              "sources": []})  # fmt: skip
+                    entry["sources"].append(f"`make gpu-check` ({path.name})")
+            continue
+        counts: dict[str, int] = {}
+        for path in (run / "records").glob("*.json"):
+            record = read_json(path)
+            if record:
+                counts[record["provenance_id"]] = counts.get(record["provenance_id"], 0) + 1
+        for path in sorted((run / "provenance").glob("*.json")):
+            stored = read_json(path)
+            if stored and counts.get(stored["provenance_id"]):
+                entry = found.setdefault(
+                    stored["provenance_id"], {"hardware": stored["hardware"], "sources": []}
+                )
+                entry["sources"].append(f"`{run.name}` run: {counts[stored['provenance_id']]:,} records")
+    return {identifier: entry for identifier, entry in found.items() if identifier not in (shown or set())}
+
+
+def machine_of(study: dict) -> tuple[str, dict | None]:
+    """The id and hardware of the machine that ran an executed chapter (its ``study`` metadata): the
+    provenance id its profile's records were stored under (a restarted virtual machine keeps the id it
+    was first stored under: ``results.machine_identity``), else the hash of its fingerprint."""
+    hardware = study.get("hardware")
+    if not hardware:
+        return "unknown", None
+    folder = results_dir() / study.get("profile", "")
+    return (stored_machine_id(folder, hardware) if study.get("profile") else None) or short_hash(
+        hardware
+    ), hardware
+
+
 def edition_note() -> str:
     """The intro's first screen: on what hardware this edition was measured, and what that can show."""
     machines = {}
     for path in toc_chapters():
         if path.exists():
-            hardware = nbformat.read(path, as_version=4).metadata.get("study", {}).get("hardware")
+            identifier, hardware = machine_of(nbformat.read(path, as_version=4).metadata.get("study", {}))
             if hardware:
-                machines[short_hash(hardware)] = hardware
+                machines.setdefault(identifier, hardware)
     if not machines:
         return "```{note}\nNo chapter of this edition has been executed yet.\n```\n"
     lines = ["```{note}", "**This edition was measured on** "
              + "; ".join(f"{describe(h)} (`{i}`)" for i, h in machines.items()) + "."]  # fmt: skip
-    lines += ["", *[can_and_cannot(h) for h in machines.values()], "",
-              "The [provenance page](provenance.md) names every machine in full; "
+    lines += ["", *[can_and_cannot(h) for h in machines.values()], ""]
+    gpus = {i: entry for i, entry in quoted_machines(set(machines)).items() if entry["hardware"].get("gpus")}
+    if gpus:
+        named = "; ".join(f"`{i}`, {describe(entry['hardware'])}" for i, entry in gpus.items())
+        lines += [f"Chapter 5 also reads single-GPU steps measured on another machine ({named}): it checks "
+                  "its roofline against them, and for that GPU they replace the roofline in its predictions.",
+                  ""]  # fmt: skip
+    lines += ["The [provenance page](provenance.md) names every machine in full; "
               "[Reproduce the study](reproduce.md) gets you the same book with your hardware's numbers.",
               "```", ""]  # fmt: skip
     return "\n".join(lines)
@@ -128,10 +182,9 @@ def provenance_page() -> str:
             rows.append(f"| {path.stem} | not executed yet | | | | |")
             continue
         study = nbformat.read(path, as_version=4).metadata.get("study", {})
-        hardware = study.get("hardware")
-        identifier = short_hash(hardware) if hardware else "unknown"
+        identifier, hardware = machine_of(study)
         if hardware:
-            machines[identifier] = hardware
+            machines.setdefault(identifier, hardware)
         profile = study.get("profile", "?")
         rows.append(
             f"| {path.stem} | `{profile}` | {study.get('finished_at', '?')} | "
@@ -162,6 +215,16 @@ def provenance_page() -> str:
         lines += hardware_section(identifier, hardware)
     if not machines:
         lines += ["No chapter has been executed by the study runner yet.", ""]
+    quoted = quoted_machines(set(machines))
+    if quoted:
+        lines += ["## Machines whose records are quoted", "",
+                  "These machines ran none of the chapters above, but measured records that a chapter reads: "
+                  "chapter 5 reads the float32 single-GPU step times among them (from runs of the `gpu` "
+                  "profile and from `make gpu-check`, on any machine), checks its roofline against them, and "
+                  "uses them in place of the roofline for that GPU.", ""]  # fmt: skip
+        for identifier, entry in quoted.items():
+            lines += hardware_section(identifier, entry["hardware"])
+            lines += ["Records: " + "; ".join(entry["sources"]) + ".", ""]
     return "\n".join(lines)
 
 

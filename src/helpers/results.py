@@ -9,7 +9,9 @@ Layout of a run folder ``data/results/<run>/``::
 A record's key hashes its configuration together with the provenance id and the code version of the
 module that measured it (a digest of its source and of every helper module it imports:
 ``helpers.dependencies``), so the same configuration measured on other hardware, or by changed code, is
-a new record, while a rerun on the same machine with the same code reuses the finished one. Records of other
+a new record, while a rerun on the same machine with the same code reuses the finished one. "The same
+machine" is ``machine_identity``: a virtual machine restarted on another kernel build, which reserves a
+few KiB of memory more or less, keeps the provenance id it was first stored under. Records of other
 machines and code versions are kept, and ``records`` leaves them out unless asked: a chapter shows the
 measurements of the machine that runs it. A record that cannot be read is set aside under
 ``records/unreadable/`` with a warning naming it, and measured again.
@@ -88,6 +90,30 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
+def machine_identity(hardware: dict) -> dict:
+    """The part of a fingerprint that decides whether two machines are one for reusing measurements:
+    all of it (processor, cores, GPUs and their links, driver, CUDA, NCCL, torch, Python) but the kernel's
+    release, and the memory in whole GiB. A cloud machine's kernel build changes between boots and takes a
+    few KiB more or less memory; neither is the hardware or the software stack a measurement depends on."""
+    identity = {key: value for key, value in hardware.items() if key not in ("platform", "memory_bytes")}
+    words = str(hardware.get("platform", "")).split()
+    identity["platform"] = " ".join(words[:1] + words[2:])  # "Linux 6.18.44-fc-v669 x86_64" → "Linux x86_64"
+    if hardware.get("memory_bytes") is not None:
+        identity["memory_gib"] = round(hardware["memory_bytes"] / 2**30)
+    return identity
+
+
+def stored_machine_id(folder: Path, hardware: dict) -> str | None:
+    """The provenance id under which the run in ``folder`` first stored a machine of the same
+    ``machine_identity`` as ``hardware`` (the earliest seen); None for a machine new to that run."""
+    same = []
+    for path in sorted((folder / "provenance").glob("*.json")):
+        stored = read_json(path)
+        if stored and machine_identity(stored["hardware"]) == machine_identity(hardware):
+            same.append((stored["first_seen"], stored["provenance_id"]))
+    return min(same)[1] if same else None
+
+
 class ResultStore:
     """The records of one study run; ``measure`` returns a finished record or measures and stores it."""
 
@@ -99,12 +125,16 @@ class ResultStore:
         self.folder = Path(root or results_dir()) / run
         self._check_version()
         self.hardware = hardware or fingerprint()
-        self.provenance_id = short_hash(self.hardware)
+        self.provenance_id = self._stored_id() or short_hash(self.hardware)
         self.fixed_code = code  # tests pin a code version; otherwise each measuring module's own
 
     def code_version(self, module: str | None) -> str:
         """The code version a record measured by ``module`` gets (and must still have to be reused)."""
         return self.fixed_code or module_version(module)
+
+    def _stored_id(self) -> str | None:
+        """The provenance id this machine was first stored under in this run (``stored_machine_id``)."""
+        return stored_machine_id(self.folder, self.hardware)
 
     def _write_provenance(self) -> None:
         """``provenance/<id>.json``: written with this machine's first record, not by merely reading."""
