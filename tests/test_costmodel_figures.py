@@ -9,7 +9,8 @@ from helpers.costmodel import figures, gpus, recommend, seed
 
 def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
     roofline = gpus.roofline_table(["ConvNet"], ["H100 SXM 80 GB", "GTX 1080 Ti"], [10, 100])
-    measured = pd.DataFrame({"model": ["ConvNet"], "batch": [10], "step_seconds": [0.001]})
+    measured = pd.DataFrame({"model": ["ConvNet"], "gpu": ["H200 SXM 141 GB"], "batch": [10],
+                             "step_seconds": [1e-3], "step_min": [8e-4], "step_max": [1.3e-3]})  # fmt: skip
     figure = figures.plot_roofline(roofline, measured)
     axis = figure.axes[0]
     assert "PREDICTIONS" in title(figure) and fits_the_column(figure)
@@ -19,8 +20,15 @@ def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
     band = axis.collections[0].get_paths()[0].vertices[:, 1]  # the shaded band spans lowest to highest
     assert band.min() == pytest.approx(h100["step_seconds_low"].min())
     assert band.max() == pytest.approx(h100["step_seconds_high"].max())
-    crosses = next(line for line in axis.lines if line.get_label() == "measured")
-    assert list(crosses.get_ydata()) == [0.001]
+    assert "with the steps measured on the GPUs named" in title(figure)
+    (crosses,) = [
+        c
+        for c in axis.containers
+        if c.get_label() == "measured on one H200 SXM 141 GB (fastest–slowest step)"
+    ]
+    assert list(crosses.lines[0].get_ydata()) == [0.001]
+    spread = crosses.lines[2][0].get_segments()[0]  # the bar from the fastest to the slowest step
+    assert (spread[0][1], spread[1][1]) == pytest.approx((8e-4, 1.3e-3))
 
 
 def test_speedups_and_the_renters_choice_plot_the_bands():

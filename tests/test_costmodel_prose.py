@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from helpers.costmodel import prose, seed
+from helpers.costmodel import gpus, prose, seed, specs
 
 FASTER, SLOWER, DEARER = (
     "faster whatever the inputs",
@@ -38,8 +38,13 @@ def test_the_dollar_verdict_says_only_what_every_band_holds():
     said = prose.dollar_verdict(several)
     assert said == (
         "On the machines that can be rented here, no multi-GPU machine with a one-GPU offer of its GPU gives "
-        "a cheaper result, whatever the inputs; `LinearNet` runs slower on 1 of them, and on 1 its verdict "
-        "depends on inputs not yet measured; `ConvNet` runs faster on every one of them."
+        "a cheaper result, whatever the inputs. Of the 2 multi-GPU machines predicted, `LinearNet` runs "
+        "slower on 1, and on 1 its verdict depends on inputs not yet measured; `ConvNet` runs faster on "
+        "every one."
+    )
+    unpriced = several.assign(dollars=["no price: no one-GPU offer", DEARER] * 2)  # p5 without its offer
+    assert "Of the 2 multi-GPU machines predicted (1 of them with no one-GPU price to compare)" in (
+        prose.dollar_verdict(unpriced)
     )
     cheaper = several.assign(dollars=["no dearer whatever the inputs"] + [DEARER] * 3)
     assert "p5 give a result no dearer than one GPU, whatever the inputs" in prose.dollar_verdict(cheaper)
@@ -134,3 +139,53 @@ def test_flop_sentences_read_the_exact_counts(model):
     # products 2 × 201,000: 1,170,752,000
     expected = {"LinearNet": "24,202,200", "ConvNet": "1,170,752,000"}[model]
     assert said[f"{model.lower()}_forward_macs"] == expected
+
+
+def errors_frame(model: str, steps_ms: list[float], roofline_ms: list[float], batches=(10, 100, 1000)):
+    """A ``gpus.roofline_error`` frame of one model on the H100 SXM, the band at ±50 % of the roofline."""
+    rows = []
+    for batch, step, predicted in zip(batches, steps_ms, roofline_ms, strict=True):
+        rows.append({"model": model, "gpu": "H100 SXM 80 GB", "batch": batch, "step_seconds": step / 1e3,
+                     "roofline_seconds": predicted / 1e3, "roofline_high": 1.5 * predicted / 1e3,
+                     "error_percent": (predicted - step) / step * 100,
+                     "within_band": 0.5 * predicted <= step <= 1.5 * predicted})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_roofline_error_reads_its_range_side_and_band_by_hand():
+    # LinearNet at batches 10-1000 on an H100: 2.0, 2.0 and 2.5 ms measured against 0.5, 1.0 and 2.0 ms
+    flat = errors_frame("LinearNet", [2.0, 2.0, 2.5], [0.5, 1.0, 2.0])
+    texts = prose.roofline_error_sentences(flat)
+    note = texts["roofline_error_note"]
+    # (0.5 - 2) / 2 = -75 %, (2 - 2.5) / 2.5 = -20 %; measured over predicted 4.0x, 2.0x and 1.25x
+    assert "is 1.2× to 4.0× the roofline's central value, which lies 20–75 % below it" in note
+    assert "inside the band at 1 of 3 batches" in note  # only 2.5 against 2.0 ± 50 %
+    assert "replace the roofline for the H100 SXM 80 GB" in note and note.endswith("measured here.")
+    assert texts["roofline_error_short"] == (
+        "on one H100 SXM 80 GB, the roofline's central step is 20–75 % below the measured one for "
+        "`LinearNet` (1 of 3 batches inside the band)"
+    )
+    # a step that grows with the batch is not called the host's, and errors of both signs say so
+    growing = prose.roofline_error_sentences(errors_frame("ConvNet", [1.0, 10.0, 100.0], [2.0, 8.0, 90.0]))
+    assert "from 20 % below to 100 % above it" in growing["roofline_error_note"]
+    assert (
+        "host" not in growing["roofline_error_note"] and "still priced" not in growing["roofline_error_note"]
+    )
+    assert "unchecked" in prose.roofline_error_sentences(flat.iloc[:0])["roofline_error_short"]
+
+
+def test_a_flat_step_the_roofline_calls_the_hosts_reads_as_microseconds_per_op():
+    # LinearNet's roofline step on an H100 is host-bound at these batches (37 ops per step); 1.85 and 2.22 ms
+    # measured at batches 8 and 100 are 50 and 60 us per op
+    batches = (8, 100)
+    predicted = [gpus.roofline_band("LinearNet", b, specs.GPUS["H100 SXM 80 GB"]) for b in batches]
+    assert [row["bound_by"] for row in predicted] == ["host", "host"] and gpus.ops_per_step("LinearNet") == 37
+    frame = errors_frame("LinearNet", [1.85, 2.22], [row["step_seconds"] * 1e3 for row in predicted], batches)
+    frame["roofline_high"] = [row["step_seconds_high"] for row in predicted]
+    note = prose.roofline_error_sentences(frame)["roofline_error_note"]
+    assert (
+        "hardly grows over a 12-fold range of batches" in note
+        and "calls 2 of the 2 batches host-bound" in note
+    )
+    assert f"reaches at most {max(r['step_seconds_high'] for r in predicted) * 1e3:.3g} ms" in note
+    assert "At the roofline's 37 ops per step the measured step is 50–60 µs per op." in note

@@ -9,6 +9,7 @@ import pytest
 
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import gpus, recommend, specs, tables
+from helpers.costmodel.timemodel import ComputeLine
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.results import ResultStore
 
@@ -222,6 +223,28 @@ def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatc
     assert recommend.gpu_step_timings("nothing").empty
 
 
+def test_independent_runs_of_one_batch_are_pooled(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    hardware = {"cpu_model": "x", "usable_cores": 16, "gpus": [{"name": "NVIDIA H200"}]}
+    store = ResultStore("gpu", hardware=hardware)
+    for timed_steps, seconds in ((3, [1e-3, 2e-3, 6e-3]), (2, [3e-3, 4e-3])):  # chapter 1's run, chapter 2's
+        config = {"kind": "step_timing", "model": "LinearNet", "batch_size": 10, "device": "cuda:0",
+                  "autocast": None, "timed_steps": timed_steps}  # fmt: skip
+        store.measure(config, lambda s=seconds: {"step_seconds_all": s})
+    bf16 = {
+        "kind": "step_timing",
+        "model": "LinearNet",
+        "batch_size": 10,
+        "device": "cuda:0",
+        "autocast": "bf16",
+    }
+    store.measure(bf16, lambda: {"step_seconds_all": [9.0]})  # not float32: left out
+    pooled = recommend.gpu_step_timings("gpu")
+    assert pooled[["gpu", "batch", "step_seconds", "step_min", "step_max", "runs"]].values.tolist() == [
+        ["H200 SXM 141 GB", 10, 3e-3, 1e-3, 6e-3, 2]  # the median of all five steps
+    ]
+
+
 def test_the_cost_of_a_result_from_chapter_1_and_3_records():
     history = [{"epoch": 1, "test_accuracy": 0.05}, {"epoch": 2, "test_accuracy": 0.2}]
     training = {"kind": "training", "config": {"model": "ConvNet", "batch_size": 50, "train_samples": 2700},
@@ -293,3 +316,19 @@ def test_every_outcome_of_the_recommendation():
     undecided = summary_of([1.3, 1.8, 1.1], [6.2, 4.4, 7.3])
     assert undecided["faster"] == "faster whatever the inputs"
     assert undecided["enough"].startswith("depends on the per-op host overhead")
+
+
+def test_a_measured_speedup_pairs_the_ends_of_the_spread():
+    """Flat measured lines at 1, 2 and 3 ms (fastest, median, slowest steps): at the low end of their
+    spread the eight-GPU step runs on the fastest line and the one-GPU step on the slowest, and the reverse
+    at the high end, so the speed-up band holds the noise of both steps."""
+    flat = {level: recommend.measured_compute(ComputeLine(seconds, 0.0), 0.0)
+            for level, seconds in (("low", 1e-3), ("central", 2e-3), ("high", 3e-3))}  # fmt: skip
+    frame = recommend.scenario_predictions(("LinearNet",), ("AWS p5en.48xlarge",), (100,),
+                                           measured={("LinearNet", "H200 SXM 141 GB"): flat})  # fmt: skip
+    rows = frame.set_index("scenario")
+    ends = {end: rows.loc[f"spread of the measured steps: {end}"] for end in ("low", "high")}
+    assert ends["low"]["single_gpu_step_seconds"] == pytest.approx(3e-3)
+    assert ends["high"]["single_gpu_step_seconds"] == pytest.approx(1e-3)
+    assert rows.loc["central", "single_gpu_step_seconds"] == pytest.approx(2e-3)
+    assert ends["low"]["speedup"] > rows.loc["central", "speedup"] > ends["high"]["speedup"]

@@ -264,6 +264,17 @@ def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
     agreeing = profiling.profile_sentence(profile | {"step_seconds_all": [0.095, 0.1, 0.105]},
                                           swept_record([0.1, 0.1, 0.1]))  # fmt: skip
     assert agreeing.endswith("no measurable difference, 1.00× (0.95–1.05×).")
+    # 100 ms against 101-102 ms: 1.02x (1.01-1.02x) is measurably apart, but inside ±10 %: it agrees
+    close = profiling.profile_sentence(profile | {"step_seconds_all": [0.098, 0.0985, 0.099]},
+                                       swept_record([0.1, 0.1, 0.1]))  # fmt: skip
+    assert close.endswith("The two agree within 10%, though measurably apart by 2%.")
+    # on a GPU: the kernels' summed time against the steps' CUDA-event spans, the share the GPU computed
+    on_gpu = profiling.profile_sentence(profile | {"device_seconds": 0.025})
+    assert on_gpu == (
+        "the kernels of one profiled step summed to 25.0 ms of GPU time, while the unprofiled steps spanned "
+        "100 ms (90–110, 3 steps) on CUDA events: the GPU computed for 25% of the step, and waited for the "
+        "host to issue work for the rest."
+    )
     # 80-130 ms against 90-110 ms: 0.73-1.44x straddles 1 and leaves ±10 %: too wide to tell, not "disturbed"
     unresolved = profiling.profile_sentence(profile, swept_record([0.08, 0.1, 0.13]))
     assert unresolved.endswith(
@@ -347,3 +358,25 @@ def test_adam_explained_as_memory_traffic_counted_from_the_copies():
     )
     missing = profiling.explain_adam({"speedups": {}, "unavailable": {"fused": "no"}}, fresh, reused)
     assert missing == "fused Adam is not available here (no)"
+
+
+REAL_TRACES = Path(__file__).parents[1] / "data" / "results" / "gpu-check"
+
+
+@pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])
+def test_a_real_h200_trace_is_read_as_it_was_on_the_gpu_without_the_profilers_rows(model):
+    """``make gpu-check``'s trace of one profiled step on an NVIDIA H200 (committed with its records):
+    the device total is what the check computed there, and CUPTI's "Activity Buffer Request", which it
+    listed among the costliest operators, is no operator of the step."""
+    kept = json.loads((REAL_TRACES / f"key-averages-{model}.json").read_text())
+    assert kept["torch"] == "2.11.0+cu130" and "Activity Buffer Request" in {e["key"] for e in kept["events"]}
+    result = profiling.summarize_events(kept["events"], gpu=True)
+    assert (
+        result["device_seconds"] == kept["device_seconds"] and result["host_seconds"] == kept["host_seconds"]
+    )
+    operators = [row["operator"] for row in result["operators"]]
+    assert "Activity Buffer Request" not in operators and all(name.startswith("aten::") for name in operators)
+    listed_there = [
+        row["operator"] for row in kept["operators"] if row["operator"] != "Activity Buffer Request"
+    ]
+    assert operators[: len(listed_there)] == listed_there  # the same order, one more operator in its place

@@ -147,7 +147,7 @@ def check_profiler(model_name: str, device: str) -> str:
         missing = [row["phase"] for row in result["phases"] if not row["device_seconds"]]
         if missing:
             raise CheckFailed(f"no CUDA-event time for phase(s) {', '.join(missing)}")
-        events = {"torch": torch.__version__, "device": torch.cuda.get_device_name(device), **result}
+        events = {"torch": torch.__version__, **result, "gpu": torch.cuda.get_device_name(device)}
         write_json_atomically(results_dir() / "gpu-check" / f"key-averages-{model_name}.json", events)
     return (
         f"{seconds * 1e3:.2f} ms on the {'device' if device != 'cpu' else 'host'} clock; "

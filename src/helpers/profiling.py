@@ -21,6 +21,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
+from helpers.ddp import significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_sizes
 from helpers.stats import MATTERS, describe_speedup, speedup, spread
 from helpers.train import (
@@ -95,6 +96,11 @@ def event_rows(events) -> list[dict]:
     ]
 
 
+PROFILER_ROWS = (
+    "Activity Buffer Request",
+)  # CUPTI fetching its trace buffers: the profiler's, not the step's
+
+
 def summarize_events(rows: list[dict], *, gpu: bool, top: int = 12) -> dict:
     """The host and device totals and the costliest operators of one profiled step (``event_rows``).
 
@@ -106,7 +112,8 @@ def summarize_events(rows: list[dict], *, gpu: bool, top: int = 12) -> dict:
     ``cpu_time_total``), each host microsecond once. Summing every host row's self time would count a
     GPU's backward twice (the main thread's "backward" waits while autograd's device thread runs the
     backward operators, rows of their own) and add the synchronisation that closes the profile.
-    ``operators``: host rows other than annotations, by the device time of the kernels each launched itself
+    ``operators``: host rows other than annotations and the profiler's own (``PROFILER_ROWS``), by the
+    device time of the kernels each launched itself
     (torch gives a kernel to the innermost operator that launched it) on a GPU, by host self time on a CPU.
     """
     host = [row for row in rows if row["device_type"] == "CPU"]
@@ -115,7 +122,7 @@ def summarize_events(rows: list[dict], *, gpu: bool, top: int = 12) -> dict:
         raise ValueError(f"the profiled step has no {missing} range: was it run through train.training_step?")
     device_side = [row for row in rows if row["device_type"] != "CPU" and not row["is_user_annotation"]]
     operators = sorted(
-        (row for row in host if not row["is_user_annotation"]),
+        (row for row in host if not row["is_user_annotation"] and row["key"] not in PROFILER_ROWS),
         key=lambda row: (
             (row["self_device_time_total"], row["self_cpu_time_total"]) if gpu else row["self_cpu_time_total"]
         ),
@@ -280,19 +287,34 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
     """One profiled step against the unprofiled steps that timed its phases, and, where the batch-size
     sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps:
     a difference is what the two steps do not share (the sweep's step also zeroes gradients and indexes
-    its batch), and a spread too wide to tell is said as such."""
-    profiled = result["host_seconds"] if result["device_seconds"] is None else result["device_seconds"]
+    its batch), a difference inside ``MATTERS`` is agreement, and a spread too wide to tell is said as such.
+
+    On a CPU the profiled step's host time is set against the unprofiled steps' (the profiler's own cost);
+    on a GPU its kernels' summed time against the unprofiled steps' CUDA-event spans: the share of the step
+    the GPU computes, the rest being the GPU waiting for the host to issue work."""
     unprofiled = spread(result["step_seconds_all"])
-    text = (
-        f"one step under the profiler took {profiled * 1e3:,.0f} ms, the unprofiled steps "
-        f"{milliseconds(result['step_seconds_all'])}"
-    )
-    if unprofiled.low <= profiled <= unprofiled.high:
-        text += ": the profiled step lies inside their range, so the profiler's own bookkeeping does not show"
+    if result["device_seconds"] is None:
+        profiled = result["host_seconds"]
+        text = (
+            f"one step under the profiler took {significant(profiled * 1e3)} ms, the unprofiled steps "
+            f"{milliseconds(result['step_seconds_all'])}"
+        )
+        if unprofiled.low <= profiled <= unprofiled.high:
+            text += (
+                ": the profiled step lies inside their range, so the profiler's own bookkeeping does not show"
+            )
+        else:
+            text += (
+                f": the profiled step took {profiled / unprofiled.median:.2f}× their median, the "
+                "profiler's own bookkeeping and whatever else the machine ran in that second"
+            )
     else:
-        text += (
-            f": the profiled step took {profiled / unprofiled.median:.2f}× their median, the profiler's own "
-            "bookkeeping and whatever else the machine ran in that second"
+        busy, spans = result["device_seconds"] / unprofiled.median, milliseconds(result["step_seconds_all"])
+        text = (
+            f"the kernels of one profiled step summed to {significant(result['device_seconds'] * 1e3)} ms of "
+            f"GPU time, while the unprofiled steps spanned {spans} on CUDA events: the GPU computed for "
+            f"{busy:.0%} of the step"
+            + (", and waited for the host to issue work for the rest" if busy < 1 - MATTERS else "")
         )
     if swept:
         swept_steps = swept["result"]["step_seconds_all"]
@@ -301,8 +323,12 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
             f". The batch-size sweep timed this batch at {milliseconds(swept_steps)}; the unprofiled steps "
             f"against those: {describe_speedup(change)}"
         )
+        within = change["low"] >= 1 / (1 + MATTERS) and change["high"] <= 1 + MATTERS
         if change["verdict"] == "not resolved":
             text += f". These few steps spread too widely to say whether the two agree within {MATTERS:.0%}"
+        elif within and change["verdict"] in ("faster", "slower"):
+            gap = abs(change["speedup"] - 1)
+            text += f". The two agree within {MATTERS:.0%}, though measurably apart by {gap:.0%}"
         elif change["verdict"] == "faster":  # the sweep's step over the phases': the sweep's took longer
             text += (
                 ". The two timings differ: the unprofiled step here is the sum of its three timed phases, "
@@ -380,22 +406,24 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
     main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
     extra = rows["bf16"] - rows["float32"]
+    main_ms = {precision: significant(rows.loc[main, precision] * 1e3) for precision in ("bf16", "float32")}
+    rest_ms = {p: significant(rows.loc["everything else", p] * 1e3) for p in ("bf16", "float32")}
     text = (
-        f"{model}'s {main} took {rows.loc[main, 'bf16'] * 1e3:,.0f} ms in bf16 against "
-        f"{rows.loc[main, 'float32'] * 1e3:,.0f} ms in float32, conversions and copies added "
-        f"{whole_ms(extra['conversions and copies'])} ms, and everything else (the optimizer's update, in "
-        f"float32 either way, and the other operators) took {rows.loc['everything else', 'bf16'] * 1e3:,.0f} "
-        f"ms against {rows.loc['everything else', 'float32'] * 1e3:,.0f} ms"
+        f"{model}'s {main} took {main_ms['bf16']} ms in bf16 against {main_ms['float32']} ms in float32, "
+        f"conversions and copies added {whole_ms(extra['conversions and copies'])} ms, and everything else "
+        f"(the optimizer's update, in float32 either way, and the other operators) took {rest_ms['bf16']} "
+        f"ms against {rest_ms['float32']} ms"
     )
     if extra.sum() <= 0:
-        text += f": the bf16 step was {-extra.sum() * 1e3:,.0f} ms shorter"
+        text += f": the bf16 step was {significant(-extra.sum() * 1e3)} ms shorter"
     else:
         largest = extra.idxmax()
         cause = {main: f"in the bf16 {main} themselves, not in the conversions",
                  "conversions and copies": f"in the conversions, not in the {main}",
                  "everything else": "in the other operators (pooling, activations, the optimizer), not in "
                  f"the {main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
-        text += f": of the {extra.sum() * 1e3:,.0f} ms that the bf16 step took longer, the most is {cause}"
+        longer = significant(extra.sum() * 1e3)
+        text += f": of the {longer} ms that the bf16 step took longer, the most is {cause}"
     return text + (
         "; one profiled step each: work that bf16 does not change (everything else) moving by as much "
         "is this attribution's noise, and the timed steps above, not these, measure the difference"

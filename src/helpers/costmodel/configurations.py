@@ -55,6 +55,8 @@ CONFIGURATIONS = (
     Configuration("AWS p5.4xlarge", "H100 SXM 80 GB", 1, None, "AWS p5.4xlarge"),
     Configuration("AWS p5.48xlarge", "H100 SXM 80 GB", 8, "NVLink 4 (H100 SXM)", "AWS p5.48xlarge",
                   "NVSwitch"),
+    Configuration("AWS p5en.48xlarge", "H200 SXM 141 GB", 8, "NVLink 4 (H200 SXM)", "AWS p5en.48xlarge",
+                  "NVSwitch; no one-GPU H200 instance on AWS"),
     Configuration("AWS g6.xlarge", "L4", 1, None, "AWS g6.xlarge"),
     Configuration("AWS g6.12xlarge", "L4", 4, "PCIe 4.0 x16", "AWS g6.12xlarge", "no NVLink on L4"),
     Configuration("AWS g6.48xlarge", "L4", 8, "PCIe 4.0 x16", "AWS g6.48xlarge", "no NVLink on L4"),

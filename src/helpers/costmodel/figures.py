@@ -97,13 +97,20 @@ def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None)
     for axis, model in zip(axes, models, strict=True):
         _band_lines(axis, predicted[predicted["model"] == model], "batch", "step_seconds", "gpu")
         if measured is not None and len(measured):
-            points = measured[measured["model"] == model]
-            axis.plot(points["batch"], points["step_seconds"], "kX", markersize=7, label="measured")
+            for gpu, points in measured[measured["model"] == model].groupby("gpu", sort=False):
+                spread = [
+                    points["step_seconds"] - points["step_min"],
+                    points["step_max"] - points["step_seconds"],
+                ]
+                axis.errorbar(points["batch"], points["step_seconds"], yerr=spread, fmt="kX", markersize=7,
+                              capsize=2, label=f"measured on one {gpu} (fastest–slowest step)")  # fmt: skip
         plain_log_axes(axis, sorted(predicted["batch"].unique()))
         axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=model)
+    checked = measured is not None and len(measured)
     figure = titled(
-        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)", "PREDICTIONS"
-    )
+        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)",
+        "PREDICTIONS" + (", with the steps measured on the GPUs named" if checked else ""),
+    )  # fmt: skip
     _shared_legend(figure, axes)
     return figure
 

@@ -281,6 +281,8 @@ PRICES = (
      "source": AWS_SOURCE, "date": "2026-08-26"},
     {"offer": "AWS p5.48xlarge", "gpu": "H100 SXM 80 GB", "gpus": 8, "dollars": "55.04", "per": "hour",
      "source": AWS_SOURCE, "date": "2026-08-26"},
+    {"offer": "AWS p5en.48xlarge", "gpu": "H200 SXM 141 GB", "gpus": 8, "dollars": "63.296", "per": "hour",
+     "source": AWS_SOURCE, "date": "2026-08-26"},
     {"offer": "AWS g6.xlarge", "gpu": "L4", "gpus": 1, "dollars": "0.8048", "per": "hour",
      "source": AWS_SOURCE, "date": "2026-08-26"},
     {"offer": "AWS g6.12xlarge", "gpu": "L4", "gpus": 4, "dollars": "4.6016", "per": "hour",

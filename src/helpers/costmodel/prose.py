@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.costmodel.gpus import gradient_bytes, layer_costs, roofline_band, training_flops_per_sample
+from helpers.costmodel.gpus import (
+    gradient_bytes,
+    layer_costs,
+    ops_per_step,
+    roofline_band,
+    training_flops_per_sample,
+)
 from helpers.costmodel.recommend import fastest_batches, headline, result_band, time_to_result
 from helpers.costmodel.seed import SEED_TRAFFIC
-from helpers.costmodel.specs import GPUS
+from helpers.costmodel.specs import GPUS, OP_OVERHEAD
 from helpers.costmodel.tables import banded
 
 WHATEVER = " whatever the inputs"
@@ -168,6 +174,73 @@ def roofline_example(models, batch: int, gpu: str = "H100 SXM 80 GB") -> dict[st
     return {"roofline_example": "; ".join(parts)}
 
 
+FLAT_STEP = 1.5  # a step that grows less than this over a ten-fold range of batches or more is flat
+
+
+def below_or_above(low: float, high: float) -> str:
+    """A range of errors (%) in words: "45–66 % below", "5–20 % above", "from 10 % below to 5 % above"."""
+    if high < 0:
+        return f"{-high:.0f}–{-low:.0f} % below"
+    if low > 0:
+        return f"{low:.0f}–{high:.0f} % above"
+    return f"from {-low:.0f} % below to {high:.0f} % above"
+
+
+def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
+    """The roofline against every single-GPU step measured (``gpus.roofline_error``), per GPU and model:
+    how far its central value lies below or above the measured steps (as a percentage and as a ratio), and
+    at how many batches the measurement lay inside the band. Where the measured step hardly grows with the
+    batch while the roofline calls most of those steps the host's and falls short of every one, it gives
+    the host time per op the measurement implies at the roofline's op count. Then what replaces the
+    roofline for that GPU, and that every other GPU is still priced by it."""
+    if errors.empty:
+        unchecked = "No GPU has been measured by this study yet: the roofline is unchecked."
+        return {"roofline_error_note": unchecked, "roofline_error_short": "unchecked (no GPU measured yet)"}
+    notes, shorts = [], []
+    for gpu, measured in errors.groupby("gpu", sort=False):
+        notes.append(f"Against one {gpu}, measured by this study:")
+        parts = []
+        for model, rows in measured.groupby("model", sort=False):
+            low, high, count = rows["error_percent"].min(), rows["error_percent"].max(), len(rows)
+            inside = int(rows["within_band"].sum())
+            batches, steps = rows["batch"], rows["step_seconds"] * 1e3
+            ratio = rows["step_seconds"] / rows["roofline_seconds"]
+            span = f"{batches.min()} to {batches.max()}"
+            notes.append(
+                f"`{model}`'s measured step ({steps.min():.3g}–{steps.max():.3g} ms at {count} batches from "
+                f"{span}) is {ratio.min():.1f}× to {ratio.max():.1f}× the roofline's central value, which "
+                f"lies {below_or_above(low, high)} it; the measurement is inside the band at {inside} of "
+                f"{count} batches."
+            )
+            host = [roofline_band(model, int(b), GPUS[gpu])["bound_by"] == "host" for b in batches]
+            flat = steps.max() / steps.min() < FLAT_STEP and batches.max() / batches.min() >= 10
+            if flat and high < 0 and sum(host) > count / 2:
+                ops = ops_per_step(model)
+                bound = rows[host]
+                notes.append(
+                    f"That step hardly grows over a {batches.max() / batches.min():.0f}-fold range of "
+                    "batches, the mark of a step bound by the host issuing ops, and the roofline too calls "
+                    f"{sum(host)} of the {count} batches host-bound; but at {OP_OVERHEAD.low * 1e6:.0f}–"
+                    f"{OP_OVERHEAD.high * 1e6:.0f} µs per op its band there reaches at most "
+                    f"{bound['roofline_high'].max() * 1e3:.3g} ms. At the roofline's {ops} ops per step the "
+                    f"measured step is {steps.min() * 1e3 / ops:.0f}–{steps.max() * 1e3 / ops:.0f} µs per op."
+                )
+            measured_one = "" if parts else " the measured one"
+            parts.append(f"{below_or_above(low, high)}{measured_one} for `{model}` ({inside} of {count} "
+                         "batches inside the band)")  # fmt: skip
+        shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts))
+        if measured.groupby("model")["batch"].nunique().min() >= 2:  # a line needs two batches
+            notes.append(
+                f"Straight lines fitted through these steps (step time against batch, per model) replace the "
+                f"roofline for the {gpu} in every prediction below; their band pairs the fastest one-GPU "
+                "steps with the slowest k-GPU ones, and the reverse."
+            )
+    if (errors["error_percent"] < 0).all():
+        notes.append("Every other GPU below is still priced by the roofline, which fell short of every step "
+                     "measured here.")  # fmt: skip
+    return {"roofline_error_note": " ".join(notes), "roofline_error_short": "; ".join(shorts)}
+
+
 def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
     """The chapter's answer: per model, ``headline`` and both verdicts on ``machine`` at ``batch``; and the
     dollar verdict over every multi-GPU machine predicted at that batch, worded from the verdicts."""
@@ -208,21 +281,27 @@ def dollar_verdict(several: pd.DataFrame) -> str:
     for name, rows in several.groupby("model", sort=False):
         faster = rows["faster"]
         if faster.eq("faster" + WHATEVER).all():
-            speed.append(f"`{name}` runs faster on every one of them")
+            speed.append(f"`{name}` runs faster on every one")
         elif faster.eq("slower" + WHATEVER).all():
-            speed.append(f"`{name}` runs slower on every one of them")
+            speed.append(f"`{name}` runs slower on every one")
         else:
             sides = [
                 f"{side} on {n}" for side in ("faster", "slower") if (n := faster.eq(side + WHATEVER).sum())
             ]
             open_ = int((~faster.str.endswith(WHATEVER)).sum())
-            told = f"`{name}` runs {listing(sides)} of them" if sides else f"`{name}`"
+            told = f"`{name}` runs {listing(sides)}" if sides else f"`{name}`"
             if open_:
                 told += (
                     f"{', and' if sides else ''} on {open_} its verdict depends on inputs not yet measured"
                 )
             speed.append(told)
-    return f"On the machines that can be rented here, {money}; " + "; ".join(speed) + "."
+    machines, unpriced = (
+        several["machine"].nunique(),
+        several.loc[~several.index.isin(priced.index), "machine"],
+    )
+    without = f" ({unpriced.nunique()} of them with no one-GPU price to compare)" if len(unpriced) else ""
+    return (f"On the machines that can be rented here, {money}. Of the {machines} multi-GPU machines "
+            f"predicted{without}, " + "; ".join(speed) + ".")  # fmt: skip
 
 
 def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:

@@ -94,16 +94,27 @@ def measured_compute(line: ComputeLine, optimizer_seconds: float, backward_share
     return lambda batch: split_step(line, batch, optimizer_seconds, backward_share)
 
 
-TIMING_COLUMNS = ["model", "gpu", "batch", "step_seconds", "step_min", "step_max", "machine", "source"]
+TIMING_COLUMNS = [
+    "model",
+    "gpu",
+    "batch",
+    "step_seconds",
+    "step_min",
+    "step_max",
+    "runs",
+    "machine",
+    "source",
+]
 
 
 def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
     """Single-GPU step times measured on real GPUs, on whichever machine made them: a ``gpu``-profile run's
-    sweep (chapter 1's ``step_timing`` records in ``data/results/<run>/``) and every ``make gpu-check``
-    record (``data/results/gpu-check/``, two batches per model). Per model, GPU (``specs.gpu_key`` of its
-    driver name) and batch: the median of the timed steps and its range, and where it came from. Empty
-    when neither exists."""
-    rows = []
+    float32 steps (``step_timing`` records in ``data/results/<run>/``: chapter 1's sweep, chapter 2's
+    one-device baseline) and every ``make gpu-check`` record (``data/results/gpu-check/``, two batches per
+    model). Per model, GPU (``specs.gpu_key`` of its driver name), batch and machine, the timed steps of
+    every run are pooled: their median and range, the number of runs and where they came from. Empty when
+    neither exists."""
+    runs = []
     folder = results_dir() / run
     machines = {path.stem: read_json(path) for path in sorted((folder / "provenance").glob("*.json"))}
     for path in sorted((folder / "records").glob("*.json")):
@@ -115,7 +126,7 @@ def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
             continue
         hardware = (machines.get(record["provenance_id"]) or {}).get("hardware", {})
         steps = record["result"]["step_seconds_all"]
-        rows.append(_timing_row(config["model"], config["batch_size"], config["device"], hardware, steps,
+        runs.append(_timing_run(config["model"], config["batch_size"], config["device"], hardware, steps,
                                 record["provenance_id"], f"{run} profile"))  # fmt: skip
     for path in sorted((results_dir() / "gpu-check").glob("*.json")):
         record = read_json(path) if not path.name.startswith("key-averages-") else None
@@ -123,21 +134,30 @@ def gpu_step_timings(run: str = "gpu") -> pd.DataFrame:
             for timing in (check.get("measured") or {}).get("step_timings", []):
                 hardware = record["hardware"]
                 steps, machine = timing["step_seconds_all"], short_hash(hardware)
-                rows.append(_timing_row(timing["model"], timing["batch"], timing["device"], hardware, steps,
+                runs.append(_timing_run(timing["model"], timing["batch"], timing["device"], hardware, steps,
                                         machine, "make gpu-check"))  # fmt: skip
-    return pd.DataFrame([row for row in rows if row], columns=TIMING_COLUMNS)
+    pooled = {}
+    for entry in filter(None, runs):
+        pooled.setdefault((entry["model"], entry["gpu"], entry["batch"], entry["machine"]), []).append(entry)
+    rows = []
+    for (model, gpu, batch, machine), entries in pooled.items():
+        timing = spread([step for entry in entries for step in entry["steps"]])
+        sources = ", ".join(dict.fromkeys(entry["source"] for entry in entries))
+        rows.append({"model": model, "gpu": gpu, "batch": batch, "step_seconds": timing.median,
+                     "step_min": timing.low, "step_max": timing.high, "runs": len(entries),
+                     "machine": machine, "source": sources})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=TIMING_COLUMNS)
+    return frame.sort_values(["model", "gpu", "batch"], ignore_index=True)
 
 
-def _timing_row(model, batch, device, hardware: dict, steps, machine: str, source: str) -> dict | None:
-    """One row of ``gpu_step_timings``; None for a GPU the table of GPUs does not know."""
+def _timing_run(model, batch, device, hardware: dict, steps, machine: str, source: str) -> dict | None:
+    """One run's timed steps for ``gpu_step_timings``; None for a GPU the table of GPUs does not know."""
     index = int(str(device).partition(":")[2] or 0)
     names = [gpu["name"] for gpu in hardware.get("gpus", [])]
     gpu = gpu_key(names[index]) if index < len(names) else None
     if gpu is None:
         return None
-    timing = spread(steps)
-    return {"model": model, "gpu": gpu, "batch": batch, "step_seconds": timing.median, "step_min": timing.low,
-            "step_max": timing.high, "machine": machine, "source": source}  # fmt: skip
+    return {"model": model, "gpu": gpu, "batch": batch, "steps": steps, "machine": machine, "source": source}
 
 
 def measured_computes(measured: pd.DataFrame) -> dict:
@@ -232,6 +252,9 @@ def predict_gpu_step(
             "per_gpu_batch": largest, "samples_per_step": global_batch}  # fmt: skip
 
 
+OTHER_END = {"low": "high", "central": "central", "high": "low"}  # a measured line's other end
+
+
 def _compute_for(model: str, gpu: str, measured: dict | None) -> tuple[tuple, str, Callable]:
     """The uncertain inputs of ``model`` on ``gpu``, the basis of its single step and a function from a
     scenario to its ``Compute``: measured lines where ``measured`` has the GPU, else the roofline."""
@@ -258,7 +281,9 @@ def scenario_predictions(
     ``gpu_counts`` maps its name to other counts (the seed's sweep over 1-4 of its GPUs). Columns: the
     step and epoch seconds (⌈samples / batch⌉ steps), the one-GPU step of the same GPU in the same
     scenario and the speed-up over it, dollars per run of ``epochs`` epochs at the machine's hourly price
-    and, where a one-GPU offer of that GPU exists, its dollars and the cost multiplier.
+    and, where a one-GPU offer of that GPU exists, its dollars and the cost multiplier. Where measured
+    lines replace the roofline, the one-GPU step of a scenario at one end of their spread is taken at the
+    other end (min–max pairing, as ``stats.speedup`` pairs timings).
     """
     rows = []
     for model in models:
@@ -270,7 +295,11 @@ def scenario_predictions(
             price = config.hourly_price
             one_price = alone.hourly_price if alone else None
             for label, scenario in scenarios(inputs):
-                compute = compute_for(replace(scenario, shard=1.0))  # one GPU, the whole batch
+                # one GPU, the whole batch; against measured lines, the other end of their spread (the
+                # fastest one-GPU steps against the slowest k-GPU ones, and the reverse): the noise of
+                # steps at different batches is independent, so it does not cancel in a speed-up
+                alone_at = replace(scenario, shard=1.0, measured=OTHER_END[scenario.measured])
+                compute = compute_for(alone_at)
                 for k in (gpu_counts or {}).get(name, (config.gpus,)):
                     shard = compute if k == 1 else compute_for(scenario.at_shard())
                     for batch in batches:

@@ -205,7 +205,8 @@ def assumptions_display() -> pd.DataFrame:
 
 
 def roofline_error_display(errors: pd.DataFrame) -> pd.DataFrame:
-    """``gpus.roofline_error`` for reading: measured and predicted steps in ms, the error in %."""
+    """``gpus.roofline_error`` for reading: measured and predicted steps in ms, the error in %, the runs
+    whose steps were pooled and where they came from."""
     return pd.DataFrame({
         "model": errors["model"], "GPU": errors["gpu"], "batch": errors["batch"],
         "measured step (ms)": banded(errors.rename(columns={"step_min": "step_seconds_low",
@@ -216,6 +217,7 @@ def roofline_error_display(errors: pd.DataFrame) -> pd.DataFrame:
                                 "roofline_seconds", 1e3),
         "error of the central value (%)": errors["error_percent"].map(lambda e: f"{e:+.0f}"),
         "inside the band": errors["within_band"].map({True: "yes", False: "no"}),
+        "runs": errors["runs"],
         "source": errors["source"],
     }).set_index(["model", "GPU", "batch"])  # fmt: skip
 
