@@ -263,7 +263,7 @@ def test_pipelining_table_cases_and_their_sentences():
     table, cases = tables.pipelining(frame, fits)
     # S* = √((k−2)·Nβ/α) = √(2²⁶·1e-9 / 2e-5) = 57.9, a whole 58; of S = 1 and 4 the pipelined 4 is
     # faster, and with one time each nothing lies within its spread
-    assert table.loc[("gloo", 3)].tolist() == ["64", "58", 4, "4", 1.0]
+    assert table.loc[("gloo", 3)].tolist() == ["64", "1, 4", "58", 4, "4", 1.0]
     assert cases[0]["title"] == "Ring broadcast of 64 MiB, gloo, k = 3" and cases[0]["best"] == pytest.approx(
         math.sqrt(2**26 * 1e-9 / 20e-6)
     )
@@ -281,6 +281,13 @@ def test_pipelining_table_cases_and_their_sentences():
         "fastest median, at S = 4; the model's S* is 58."
     )
     assert tables.describe_pipelining(table.iloc[:0]) == "No pipelined broadcast was measured here."
+    # a time budget that left only S = 1 at the largest message: nothing to test S* against, and no figure
+    alone = frame[~((frame["operation"] == "ring_broadcast") & (frame["chunks"] > 1))]
+    single, no_cases = tables.pipelining(alone, fits)
+    assert no_cases == [] and tables.describe_pipelining(single) == (
+        "With 3 ranks (gloo) only S = 1 was measured at the largest message (the launch's time budget "
+        "skipped the others), so the model's S* of 58 is not tested."
+    )
 
 
 def test_chunk_counts_within_the_fastest_s_iteration_spread():
@@ -313,3 +320,19 @@ def test_the_busiest_links_in_one_phrase():
         "ring all-reduce, against 6.02 MB at a parameter server on the CPU, 4.51 MB at one on a rank and "
         "3.01 MB with 2 sharded servers"
     )
+
+
+def test_a_ratio_whose_sizes_straddle_one_says_so():
+    frame = synthetic(20e-6, 1e-9, 2)
+    fits = runs.alpha_beta_fits(frame, world_sizes=[2])
+    three = tables.beyond_the_fit(pd.concat([frame, synthetic(20e-6, 1e-9, 3)], ignore_index=True), fits)
+    # the H200's Gloo ranks: 0.90x at the median size, 0.71x to 1.12x over the sizes
+    mixed = three.assign(
+        **{"measured ÷ two-rank model, median": 0.9, "range over message sizes": "0.71–1.12"}
+    )
+    assert tables.describe_beyond(mixed, cores=16).endswith(
+        "0.71–1.12×, so some sizes lie on the other side of the fit): faster than the two-rank fit allows, "
+        "so it does not carry over to this launch."
+    )
+    inside = mixed.assign(**{"measured ÷ two-rank model, median": 1.02})  # within 10 %: it carries over
+    assert tables.describe_beyond(inside, cores=16).endswith("0.71–1.12×): the fit carries over.")

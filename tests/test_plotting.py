@@ -155,6 +155,15 @@ def test_dataparallel_figures_name_the_hardware():
         "fit: 5.00 GB/s, R² 0.99", "fit: 2.00 GB/s, R² 0.99",
     ]  # fmt: skip
 
+    def fitted_lines(figure):  # the black fit line of each panel (the legend's markers are lines too)
+        return [sum(line.get_color() == "black" for line in axis.lines) for axis in figure.axes]
+
+    assert fitted_lines(against) == [1, 1]
+    loose = plotting.plot_time_against_bytes(points, {**fits, "reduce gradients": dict(fit, r_squared=0.02)},
+                                             HARDWARE)  # fmt: skip
+    assert loose.axes[1].get_title().endswith("no line: R² 0.02, time does not follow bytes")
+    assert fitted_lines(loose) == [1, 0]
+
 
 def test_bar_chart_names_the_hardware():
     frame = pd.DataFrame({"model": ["LinearNet"] * 4, "ranks": [1, 1, 2, 2], "seconds": [0.4, 0.5, 1.1, 1.0]})

@@ -7,6 +7,7 @@ steps, and the sentences the chapter glues, each built from the verdict it state
 
 from __future__ import annotations
 
+import math
 import mmap
 
 import pandas as pd
@@ -14,6 +15,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from helpers.dataparallel import TRANSFER_PHASES, bytes_per_epoch
+from helpers.ddp import significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
 from helpers.train import counted, milliseconds, stored_step_timing
@@ -31,66 +33,79 @@ def times_as_long(ratio: float) -> str:
     return f"{ratio:.2g}× as long"
 
 
-def explain_replicas(single: dict, multi: dict, shared: bool) -> str:
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
+    return significant(seconds * 1e3)
+
+
+def explain_replicas(single: dict, multi: dict, shared: bool, on_gpu: bool = False) -> str:
     """What k replicas did to one step, from the ``time_dataparallel_steps`` results of 1 and k replicas,
     and why: the seed's label (a "network choke" moves data longer than it computes, a "compute choke",
     the seed's "GPU choke", the reverse), the step against one replica (``helpers.stats.speedup``), and
     how the forward and the backward changed, which the label does not see (the optimizer's update, done
     once whatever the replicas, would dilute a ratio of all the computing). ``shared``: the replicas share
-    one device, so each runs the whole model on the same cores."""
+    one device, so each runs the whole model on the same cores, or (``on_gpu``) the same GPU."""
     ratio = multi["communication_to_compute"]
     kind = "network choke" if ratio >= 1 else "compute choke"
     change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
     one, many = single["phase_seconds"], multi["phase_seconds"]
     replicated = (many["forward"] + many["backward"]) / (one["forward"] + one["backward"])
-    moving, computing = multi["transfer_seconds"] * 1e3, multi["compute_seconds"] * 1e3
     text = (
-        f"with {multi['replicas']} replicas moving data took {moving:,.0f} ms per step and computing "
-        f"{computing:,.0f} ms, {times_as_long(ratio)}: a {kind} by the seed's definition (moving longer "
-        f'than computing is a network choke, the reverse a compute choke, the seed\'s "GPU choke"). The '
+        f"with {multi['replicas']} replicas moving data took {ms(multi['transfer_seconds'])} ms per step and "
+        f"computing {ms(multi['compute_seconds'])} ms, {times_as_long(ratio)}: a {kind} by the seed's "
+        "definition (moving longer than computing is a network choke, the reverse a compute choke, the "
+        'seed\'s "GPU choke"). The '
         f"step against one replica: {describe_speedup(change)}. The forward took "
         f"{many['forward'] / one['forward']:.2f}× and the backward {many['backward'] / one['backward']:.2f}× "
-        f"as long as with one replica (one replica: {one['forward'] * 1e3:,.0f} ms forward, "
-        f"{one['backward'] * 1e3:,.0f} ms backward)"
+        f"as long as with one replica (one replica: {ms(one['forward'])} ms forward, "
+        f"{ms(one['backward'])} ms backward)"
     )
     if replicated > 1 + MATTERS and shared:
+        where = "one GPU" if on_gpu else "the same cores"
         return text + (
-            ": every replica runs the whole model on the same cores, its forward reading every weight and "
+            f": every replica runs the whole model on {where}, its forward reading every weight and "
             "its backward writing a gradient of every weight, so that work is done once per replica "
             "whatever the chunk."
         )
     if replicated < 1 / (1 + MATTERS) and shared:
-        return text + ": the replicas' threads kept busy cores that one replica's operators left idle."
+        busy = "the GPU busy in gaps" if on_gpu else "busy cores"
+        return text + f": the replicas' threads kept {busy} that one replica's operators left idle."
     return text + "."
 
 
-def shared_replicas_sentence(model: str, change: dict, replicas: int, shared: bool = True) -> str:
-    """What ``replicas`` replicas sharing one device's cores did to ``model``'s step against one replica
-    (``helpers.stats.speedup``), said only as far as its verdict goes (``explain_replicas`` gives the
-    figures); with one device per replica (``shared`` False), the verdict alone. Plain text."""
+def shared_replicas_sentence(
+    model: str, change: dict, replicas: int, shared: bool = True, on_gpu: bool = False
+) -> str:
+    """What ``replicas`` replicas sharing one device (its cores, or with ``on_gpu`` one GPU) did to
+    ``model``'s step against one replica (``helpers.stats.speedup``), said only as far as its verdict goes
+    (``explain_replicas`` gives the figures); with one device per replica (``shared`` False), the verdict
+    alone. Plain text."""
     verdict = change["verdict"]
     if not shared:
         return f"{model} with {replicas} replicas on {replicas} devices against one replica: {verdict}"
+    idle, same, do = (
+        ("GPU time between kernels", "the same GPU", "does") if on_gpu else ("cores", "the same cores", "do")
+    )
     if verdict == "faster":
         return (
-            f"{model} ran faster with {replicas} replicas than with one: its operators left cores idle that "
-            "the replicas' threads filled, a better use of the same cores, not extra hardware, and no "
-            "prediction of GPU scaling"
+            f"{model} ran faster with {replicas} replicas than with one: its operators left {idle} idle that "
+            f"the replicas' threads filled, a better use of {same}, not extra hardware, and no prediction "
+            "of GPU scaling"
         )
     if verdict == "slower":
         return (
-            f"{model} ran slower with {replicas} replicas than with one: the replicas' threads share the "
-            "same cores, so nothing ran in parallel that one replica's operators did not already run in "
-            "parallel, and every phase that grew with the replicas (above) added to the step"
+            f"{model} ran slower with {replicas} replicas than with one: the replicas' threads share {same}, "
+            "so nothing ran in parallel that one replica's operators did not already run in parallel, and "
+            "every phase that grew with the replicas (above) added to the step"
         )
     if verdict == "no measurable difference":
         return (
             f"{model} ran as fast with {replicas} replicas as with one: the replicas' threads found no idle "
-            "cores to fill, and their repeated work cost little"
+            f"{idle} to fill, and their repeated work cost little"
         )
     return (
         f"whether {model} ran faster or slower with {replicas} replicas than with one is not resolved: idle "
-        "cores filled by the replicas' threads, if any, do not show through the spread of the steps"
+        f"{idle} filled by the replicas' threads, if any, {do} not show through the spread of the steps"
     )
 
 
@@ -188,7 +203,8 @@ def against_chapter_one(
         plain = chapter_one["result"]
         change = speedup(plain["step_seconds_all"], one["step_seconds_all"])
         comparisons.append({"model": name, "batch_size": size, "verdict": change["verdict"],
-                            "ratio": change["speedup"]})  # fmt: skip
+                            "ratio": change["speedup"], "low": change["low"],
+                            "high": change["high"]})  # fmt: skip
         rows.append({"model": name, "batch size": size,
                      "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
                      "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
@@ -199,32 +215,38 @@ def against_chapter_one(
             "comparisons": comparisons, "reused": len(store.records("step_timing")) == before}  # fmt: skip
 
 
-def consistency_sentence(consistency: dict) -> str:
-    """What ``against_chapter_one`` found, as far as its verdicts go: all agree within ``MATTERS``, or which
-    configurations differ measurably (with each ratio, whatever its size) or stay unresolved. Plain text."""
+def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
+    """What ``against_chapter_one`` found: how many comparisons agree within ``MATTERS`` (their whole
+    interval inside ±10 %), how many of those are still measurably apart, which differ by more, and which
+    spread too widely to tell. Up to ``most_named`` configurations are named with their ratios; more are
+    counted, for the table to show. Plain text."""
     comparisons = consistency["comparisons"]
-    apart = [c for c in comparisons if c["verdict"] in ("faster", "slower")]
-    unclear = [c for c in comparisons if c["verdict"] == "not resolved"]
-    if not apart and not unclear:
-        return (
-            f"all {len(comparisons)} agree within {MATTERS:.0%}: one replica costs what chapter 1's "
-            "step costs"
-        )
+    within = [c for c in comparisons if c["low"] >= 1 / (1 + MATTERS) and c["high"] <= 1 + MATTERS]
+    beyond = [c for c in comparisons if c not in within and c["verdict"] in ("faster", "slower")]
+    unclear = [c for c in comparisons if c not in within and c not in beyond]
+    apart = [c for c in within if c["verdict"] in ("faster", "slower")]
 
-    def named(found: list[dict], ratios: bool = False) -> str:
-        names = [
-            f"{c['model']} at batch {c['batch_size']}" + (f" ({c['ratio']:.2f}×)" if ratios else "")
-            for c in found
-        ]
+    def named(found: list[dict], ratios: bool = True) -> str:
+        if len(found) > most_named:
+            return f"{len(found)} configurations (the table)"
+        names = [f"{c['model']} at batch {c['batch_size']}" + (f" ({c['ratio']:.2f}×)" if ratios else "")
+                 for c in found]  # fmt: skip
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
-    parts = []
+    everyone = len(within) == len(comparisons)
+    said = f"{f'all {len(comparisons)}' if everyone else len(within)} agree within {MATTERS:.0%}"
     if apart:
-        parts.append(f"{named(apart, ratios=True)} {'differs' if len(apart) == 1 else 'differ'} measurably")
+        gap = max(abs(c["ratio"] - 1) for c in apart)
+        count = "all" if len(apart) == len(within) else f"{len(apart)} of them"
+        said += f" ({count} measurably apart, by at most {gap:.0%})"
+    if everyone:
+        said += ": one replica costs what chapter 1's step costs" + (", within that" if apart else "")
+    parts = [said]
+    if beyond:
+        parts.append(f"{named(beyond)} {'differs' if len(beyond) == 1 else 'differ'} by more")
     if unclear:
-        parts.append(f"for {named(unclear)} the steps spread too widely to tell")
-    agree = len(comparisons) - len(apart) - len(unclear)
-    return f"{agree} agree within {MATTERS:.0%}; " + ", and ".join(parts)
+        parts.append(f"for {named(unclear, ratios=False)} the steps spread too widely to tell")
+    return parts[0] + ("; " + ", and ".join(parts[1:]) if len(parts) > 1 else "")
 
 
 def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:
@@ -329,6 +351,24 @@ def fit_seconds_per_byte(bytes_moved, seconds) -> dict:
     }
 
 
+LINE_HOLDS = 0.5  # an R² below this: time does not follow bytes, and no speed is read off the slope
+
+
+def slope_sentence(fit: dict) -> str:
+    """What the seed's one line through every transfer point (``fit_seconds_per_byte``) says: its speed
+    where the line holds (R² at least ``LINE_HOLDS``), else that time does not follow bytes here."""
+    r2, speed = fit["r_squared"], fit["bytes_per_second"]
+    if not math.isfinite(r2):
+        nothing = "With no configuration of two replicas or more timed, there is no line to fit."
+        return nothing + " Two copies are at work"
+    if r2 >= LINE_HOLDS and math.isfinite(speed):
+        return (f"The single slope of the seed's model, {speed / 1e9:.1f} GB/s (R² {r2:.2f}), blends two "
+                "different copies")  # fmt: skip
+    return (f"The seed's model, one line through every point, does not hold on this device: its R² is "
+            f"{r2:.2f}, so the time of a transfer phase does not follow its bytes here, and the line's slope "
+            "is the speed of no copy. Two different copies are at work")  # fmt: skip
+
+
 def torch_comparison(torch_records: list[dict], ours: list[dict]) -> pd.DataFrame:
     """``torch.nn.DataParallel``'s median step next to the rebuilt one's, per model, replicas and batch."""
 
@@ -355,14 +395,21 @@ def fresh_memory_sentence(
     first write, and the difference per page follows; on a GPU, torch's caching allocator hands back freed
     memory without the driver. Plain text."""
     speeds = (
-        f"a copy of {fresh['bytes'] / MIB:,.0f} MiB took {fresh['seconds'] * 1e3:.1f} ms into a fresh buffer "
-        f"and {reused['seconds'] * 1e3:.1f} ms into a reused one ({1 / fresh['seconds_per_byte'] / 1e9:.1f} "
+        f"a copy of {fresh['bytes'] / MIB:,.0f} MiB took {ms(fresh['seconds'])} ms into a fresh buffer "
+        f"and {ms(reused['seconds'])} ms into a reused one ({1 / fresh['seconds_per_byte'] / 1e9:.1f} "
         f"against {1 / reused['seconds_per_byte'] / 1e9:.1f} GB/s)"
     )
     if torch.device(device).type == "cuda":
+        same = max(fresh["seconds"], reused["seconds"]) <= (1 + MATTERS) * min(
+            fresh["seconds"], reused["seconds"]
+        )
+        apart = (
+            f"; the two differ by more than {MATTERS:.0%}, in one copy each, which no first write explains"
+        )
+        verdict = f", and the two agree within {MATTERS:.0%}" if same else apart
         return speeds + (
             ": torch's caching allocator hands freed GPU memory back to the next tensor without asking the "
-            "driver, so no page is new to the GPU"
+            "driver, so no page is new to the GPU" + verdict
         )
     pages = -(-fresh["bytes"] // page_bytes)
     extra = (fresh["seconds"] - reused["seconds"]) / pages

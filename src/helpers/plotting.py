@@ -250,9 +250,12 @@ def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     return figure
 
 
-def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str) -> plt.Figure:
+def plot_time_against_bytes(
+    points: pd.DataFrame, fits: dict, hardware: str, line_holds: float = 0.5
+) -> plt.Figure:
     """Seconds against bytes moved per step, one panel per group of transfer phases (``points``: rows of
-    ``dataparallel.transfer_points``), each with its fitted line (``fits``: {group: fit})."""
+    ``dataparallel.transfer_points``), each with its fitted line (``fits``: {group: fit}) where the line
+    holds (R² at least ``line_holds``); where it does not, the title says so and no line is drawn."""
     groups = list(dict.fromkeys(points["phases"]))
     figure, axes = plt.subplots(1, len(groups), figsize=(7.5, 3.4), squeeze=False, sharey=True)
     for axis, group in zip(axes[0], groups, strict=True):
@@ -260,11 +263,14 @@ def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str) -> 
         sns.scatterplot(data=rows, x="megabytes", y="seconds", hue="model", style="replicas", ax=axis,
                         legend=axis is axes[0][-1])  # fmt: skip
         fit, top = fits[group], rows["bytes"].max()
-        line = [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top]
-        axis.plot([0, top / 1e6], line, color="black", linewidth=1)
         speed = f"fit: {fit['bytes_per_second'] / 1e9:.2f} GB/s, R² {fit['r_squared']:.2f}"
         if not math.isfinite(fit["bytes_per_second"]):
             speed = "fit: no positive slope"
+        elif fit["r_squared"] < line_holds:
+            speed = f"no line: R² {fit['r_squared']:.2f}, time does not follow bytes"
+        else:
+            line = [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top]
+            axis.plot([0, top / 1e6], line, color="black", linewidth=1)
         axis.set(xlabel="MB moved per step", ylabel="seconds per step", title=f"{group}\n{speed}")
         axis.title.set_size(9)
     handles, labels = axes[0][-1].get_legend_handles_labels()
