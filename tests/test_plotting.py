@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from helpers import plotting
+from helpers.dataparallel_results import LINE_HOLDS
 
 HARDWARE = "2-core Test CPU, no GPU"
 
@@ -149,7 +150,7 @@ def test_dataparallel_figures_name_the_hardware():
                            "model": "LinearNet", "replicas": [2, 4] * 2, "bytes": [1e6, 3e6] * 2,
                            "seconds": [2e-4, 6e-4, 5e-4, 15e-4]})  # fmt: skip
     fits = {"broadcast parameters": fit, "reduce gradients": dict(fit, bytes_per_second=2e9)}
-    against = plotting.plot_time_against_bytes(points, fits, HARDWARE)
+    against = plotting.plot_time_against_bytes(points, fits, HARDWARE, LINE_HOLDS)
     assert "Time = const x Transfer" in title(against) and fits_the_column(against)
     assert [axis.get_title().split("\n")[1] for axis in against.axes] == [
         "fit: 5.00 GB/s, R² 0.99", "fit: 2.00 GB/s, R² 0.99",
@@ -160,7 +161,7 @@ def test_dataparallel_figures_name_the_hardware():
 
     assert fitted_lines(against) == [1, 1]
     loose = plotting.plot_time_against_bytes(points, {**fits, "reduce gradients": dict(fit, r_squared=0.02)},
-                                             HARDWARE)  # fmt: skip
+                                             HARDWARE, LINE_HOLDS)  # fmt: skip
     assert loose.axes[1].get_title().endswith("no line: R² 0.02, time does not follow bytes")
     assert fitted_lines(loose) == [1, 0]
 

@@ -250,9 +250,7 @@ def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
     return figure
 
 
-def plot_time_against_bytes(
-    points: pd.DataFrame, fits: dict, hardware: str, line_holds: float = 0.5
-) -> plt.Figure:
+def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str, line_holds: float) -> plt.Figure:
     """Seconds against bytes moved per step, one panel per group of transfer phases (``points``: rows of
     ``dataparallel.transfer_points``), each with its fitted line (``fits``: {group: fit}) where the line
     holds (R² at least ``line_holds``); where it does not, the title says so and no line is drawn."""

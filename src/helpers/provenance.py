@@ -105,8 +105,8 @@ def can_and_cannot(hardware: dict) -> str:
 def quoted_machines(shown: set[str] | None = None) -> dict[str, dict]:
     """Machines whose records the book quotes but that ran none of its chapters: every machine of every
     study run in ``data/results/`` (smoke and test runs aside) and of every ``make gpu-check`` record,
-    those in ``shown`` left out, as {id: {"hardware", "sources": ["gpu: 142 records", ...]}}. Chapter 5
-    reads a ``gpu`` run's single-GPU steps and gpu-check's whatever machine runs it."""
+    those in ``shown`` left out, as {id: {"hardware", "sources": ["`gpu` run: 172 records", ...]}}.
+    Chapter 5 reads the single-GPU steps of a ``gpu`` run and of gpu-check, whichever machine runs it."""
     found: dict[str, dict] = {}
     root = results_dir()
     runs = sorted(
@@ -140,13 +140,11 @@ def machine_of(study: dict) -> tuple[str, dict | None]:
     """The id and hardware of the machine that ran an executed chapter (its ``study`` metadata): the
     provenance id its profile's records were stored under (a restarted virtual machine keeps the id it
     was first stored under: ``results.machine_identity``), else the hash of its fingerprint."""
-    hardware = study.get("hardware")
+    hardware, profile = study.get("hardware"), study.get("profile")
     if not hardware:
         return "unknown", None
-    folder = results_dir() / study.get("profile", "")
-    return (stored_machine_id(folder, hardware) if study.get("profile") else None) or short_hash(
-        hardware
-    ), hardware
+    stored = stored_machine_id(results_dir() / profile, hardware) if profile else None
+    return stored or short_hash(hardware), hardware
 
 
 def edition_note() -> str:

@@ -125,16 +125,12 @@ class ResultStore:
         self.folder = Path(root or results_dir()) / run
         self._check_version()
         self.hardware = hardware or fingerprint()
-        self.provenance_id = self._stored_id() or short_hash(self.hardware)
+        self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
         self.fixed_code = code  # tests pin a code version; otherwise each measuring module's own
 
     def code_version(self, module: str | None) -> str:
         """The code version a record measured by ``module`` gets (and must still have to be reused)."""
         return self.fixed_code or module_version(module)
-
-    def _stored_id(self) -> str | None:
-        """The provenance id this machine was first stored under in this run (``stored_machine_id``)."""
-        return stored_machine_id(self.folder, self.hardware)
 
     def _write_provenance(self) -> None:
         """``provenance/<id>.json``: written with this machine's first record, not by merely reading."""

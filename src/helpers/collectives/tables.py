@@ -554,7 +554,7 @@ def describe_pipelining(table: pd.DataFrame) -> str:
         predicted, measured = float(row["predicted best S*"]), row["fastest measured S"]
         tied, ratio = row[TIED_WITH_FASTEST].split(", "), row[SPEED_OF_A_CHUNK]
         where = f"With {ranks} ranks ({backend})"
-        if "," not in str(row.get(MEASURED_CHUNKS, ",")):
+        if "," not in row[MEASURED_CHUNKS]:  # one chunk count tried
             sentences.append(
                 f"{where} only S = {row[MEASURED_CHUNKS]} was measured at the largest message (the launch's "
                 f"time budget skipped the others), so the model's S* of {row['predicted best S*']} is not "
