@@ -1,6 +1,8 @@
 """helpers.advise.counting: any model counted exactly, checked by hand on a model written here; bad input
 refused with one line naming what is wrong."""
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -79,6 +81,35 @@ def test_the_book_s_convnet_counted_as_any_model_has_the_hand_formulas_multiply_
     assert (
         counted_sums.to_dict() == book_sums.to_dict() == {"forward": 1_170_752_000, "backward": 2_101_484_000}
     )
+
+
+def test_backward_work_goes_to_the_layer_that_did_it_not_to_an_identity_sibling():
+    """Dropout(0.0) returns its input, so in backward it stays open beside the Linear that runs: the
+    Linear's three backward kernels and its FLOPs are its own, and the Dropouts, which did no work in
+    forward, get none in backward."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 4), nn.Dropout(0.0), nn.Linear(4, 2), nn.Dropout(0.0))
+    rows = counting.count(model, (6,), optimizer="sgd", label="identities").layer_table()
+    assert not rows["layer"].str.contains("Dropout").any()
+    backward = rows[rows["phase"] == "backward"].set_index("layer")
+    assert backward.loc["2: Linear", ["flops_per_sample", "kernels"]].tolist() == [32, 3]
+    assert backward.loc["0: Linear", ["flops_per_sample", "kernels"]].tolist() == [48, 2]
+
+
+def test_the_digest_of_a_model_s_costs_is_the_same_in_every_process():
+    """Python's hash seed changes the iteration order of sets from process to process; the layer each op
+    is attributed to, and so the digest chapter 7 keys its records by, must not depend on it (seeds 1
+    and 2 gave two digests for WaveTransformer before the order of entry decided)."""
+    script = (
+        "from helpers.advise import counting, examples;"
+        "print(counting.count(examples.wave_transformer(), (1, 12000), label='w').name)"
+    )
+    names = {
+        subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": seed},
+                       capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+        for seed in ("1", "2", "4")
+    }  # fmt: skip
+    assert len(names) == 1 and next(iter(names)).startswith("w [")
 
 
 def test_adam_keeps_two_moments_and_bf16_is_counted_under_autocast(tiny_module):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -100,12 +101,45 @@ def check_choice(name: str, value: str, choices) -> str:
     return value
 
 
+class OrderedModuleTracker(ModuleTracker):
+    """``ModuleTracker`` that also remembers when each module was last entered.
+
+    In backward, ``ModuleTracker`` enters a module when the gradient of its output arrives and leaves it
+    when that of its input does; a module that returns its input (``Dropout(0.0)``) is left and then
+    entered again, so it stays open. ``parents`` is a set, and picking among open siblings by its
+    iteration order made the attribution, and the digest of the costs, change with Python's hash seed
+    from process to process; the order of entry makes it reproducible.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: dict[str, int] = {}
+        self._clock = itertools.count()
+
+    def _get_append_fn(self, name, is_bw):
+        append = super()._get_append_fn(name, is_bw)
+
+        def fn(*args) -> None:
+            append(*args)
+            self.entered[name] = next(self._clock)
+
+        return fn
+
+    def innermost(self, working: set[str] | None = None) -> str:
+        """The open module running now: the deepest, and among open siblings the most recently entered
+        ("Global" when none is open). Only modules in ``working`` count when it is given: in backward,
+        those that issued work in forward, since a module that did none (an identity) has no backward."""
+        open_modules = [name for name in self.parents if working is None or name in working] or ["Global"]
+        return max(open_modules, key=lambda name: (name.count("."), self.entered.get(name, -1)))
+
+
 class OpRecorder(TorchDispatchMode):
     """Every ATen op of a pass: (innermost module, phase, op name, FLOPs, bytes in and out, launches work)."""
 
-    def __init__(self, tracker: ModuleTracker) -> None:
+    def __init__(self, tracker: OrderedModuleTracker) -> None:
         super().__init__()
         self.tracker, self.ops = tracker, []
+        self.working: set[str] = set()  # modules that issued an op in forward
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -117,10 +151,13 @@ class OpRecorder(TorchDispatchMode):
         ]
         returns = func._schema.returns
         view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-        inner = max(self.tracker.parents, key=lambda name: (name != "Global", name.count("."), len(name)))
+        backward = self.tracker.is_bw
+        inner = self.tracker.innermost(self.working if backward else None)
+        if not backward:
+            self.working.add(inner)
         nbytes = 0 if view else sum(t.numel() * t.element_size() for t in tensors)
-        phase = "backward" if self.tracker.is_bw else "forward"
-        self.ops.append((inner, phase, packet.__name__, int(flops), nbytes, not view))
+        self.ops.append((inner, "backward" if backward else "forward", packet.__name__, int(flops), nbytes,
+                         not view))  # fmt: skip
         return out
 
 
@@ -129,7 +166,7 @@ def record_step(model: nn.Module, batch: int, shape: tuple, bf16: bool) -> list[
     first, as ``zero_grad`` leaves them), under bfloat16 autocast when ``bf16``."""
     model.zero_grad(set_to_none=True)
     inputs = torch.zeros(batch, *shape)
-    with ModuleTracker() as tracker, OpRecorder(tracker) as recorder:
+    with OrderedModuleTracker() as tracker, OpRecorder(tracker) as recorder:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             output = model(inputs)
         output.float().sum().backward()
