@@ -189,3 +189,12 @@ def test_a_flat_step_the_roofline_calls_the_hosts_reads_as_microseconds_per_op()
     )
     assert f"reaches at most {max(r['step_seconds_high'] for r in predicted) * 1e3:.3g} ms" in note
     assert "At the roofline's 37 ops per step the measured step is 50–60 µs per op." in note
+
+
+def test_the_price_per_gpu_premium_is_said_per_machine_from_the_price_table():
+    """AWS p3 and p5 charge the same per GPU on every machine (p3.8xlarge: 12.24 / 4 = 3.06, the
+    p3.2xlarge's); g6.12xlarge charges 4.6016 / 4 = 1.1504 per GPU against g6.xlarge's 0.8048: 1.43×."""
+    note = prose.price_per_gpu_sentences()["price_per_gpu_note"]
+    assert "every machine (AWS p3 and AWS p5) that is k / speed-up" in note
+    assert "AWS g6.12xlarge 1.43×" in note and "AWS g6e.48xlarge 2.02×" in note
+    assert "p5en" not in note and "p4d" not in note  # no one-GPU offer of their GPU to compare with

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
     gradient_bytes,
     layer_costs,
@@ -321,6 +322,40 @@ def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:
     if tools:
         notes.append("What decides the rest is measured by " + "; and ".join(tools) + ".")
     return {"speedup_note": " ".join(notes)}
+
+
+def price_per_gpu_sentences() -> dict[str, str]:
+    """How a k-GPU machine's price per GPU compares with the one-GPU offer of its GPU, per family of
+    offers: where it is the same, a result costs k / speed-up times the one-GPU offer's; where it is
+    higher, that premium times k / speed-up."""
+    flat, premiums = {}, []
+    for config in configs.CONFIGURATIONS:
+        single = configs.baseline(config)
+        if config.gpus == 1 or single is None or config.hourly_price is None:
+            continue
+        premium = (config.hourly_price / config.gpus) / single.hourly_price
+        family = config.name.split(".")[0]
+        if premium == 1:
+            flat.setdefault(family, True)
+        else:
+            flat[family] = False
+            premiums.append(f"{config.name} {float(premium):.2f}×")
+    flat_families = [family for family, same in flat.items() if same]
+    text = (
+        (
+            f"Where the price per GPU is the same on every machine ({listing(flat_families)}) that is k / "
+            'speed-up, so "faster and no dearer" would need perfect scaling, and no machine lands there by '
+            "construction."
+        )
+        if flat_families
+        else ""
+    )
+    if premiums:
+        text += (
+            " Where a larger machine charges more per GPU it is that premium times k / speed-up (per "
+            f"GPU, against its one-GPU offer: {listing(premiums)})."
+        )
+    return {"price_per_gpu_note": text.strip()}
 
 
 def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> dict[str, str]:
