@@ -235,14 +235,17 @@ def plot_dataparallel_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
 
 
 def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
-    """Seconds per phase of one step, stacked, per model and replica count; the legend under the panels."""
+    """Milliseconds per phase of one step (``phases``' seconds), stacked, per model and replica count; the
+    legend under the panels."""
     models = list(dict.fromkeys(phases["model"]))
     figure, axes = plt.subplots(1, len(models), figsize=(7.5, 3.8), squeeze=False)
     for axis, model in zip(axes[0], models, strict=True):
-        frame = phases[phases["model"] == model].assign(phase=lambda f: f["phase"].str.replace("_", " "))
-        table = frame.pivot(index="replicas", columns="phase", values="seconds")[frame["phase"].unique()]
+        frame = phases[phases["model"] == model].assign(
+            phase=lambda f: f["phase"].str.replace("_", " "), milliseconds=lambda f: f["seconds"] * 1e3
+        )
+        table = frame.pivot(index="replicas", columns="phase", values="milliseconds")[frame["phase"].unique()]
         table.plot.bar(stacked=True, ax=axis, legend=False, colormap="tab10", width=0.7, rot=0)
-        axis.set(title=model, xlabel="replicas", ylabel="seconds per step")
+        axis.set(title=model, xlabel="replicas", ylabel="ms per step")
     handles, labels = axes[0][0].get_legend_handles_labels()
     titled(figure, "Where a DataParallel step goes, phase by phase", hardware)
     figure.subplots_adjust(bottom=0.36)
