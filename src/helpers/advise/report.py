@@ -13,7 +13,7 @@ import pandas as pd
 
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice
-from helpers.costmodel import figures, specs
+from helpers.costmodel import figures, gpus, specs
 from helpers.results import write_json_atomically
 
 PREDICTED = "predicted: chapter 5's roofline and links, a band over the inputs in `assumptions`"
@@ -238,16 +238,16 @@ def write_figure(path: Path, advice: Advice) -> None:
 
 
 def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
-    """Models side by side as the cost model sees them: parameters, training FLOPs and host ops per step,
-    bytes kept for backward per sample, and FLOPs per byte of gradient (what decides whether the
-    all-reduce can hide behind compute)."""
+    """Models side by side as the cost model sees them: parameters, training FLOPs and host ops per step
+    (every layer's kernels, the loss's and the optimizer's, as chapter 5's roofline counts them), bytes
+    kept for backward per sample, and FLOPs per byte of gradient (what decides whether the all-reduce can
+    hide behind compute)."""
     rows = []
     for name, c in counted.items():
-        layers = c.layer_table()
         flops = c.training_flops_per_sample
         rows.append({
             "model": name, "parameters": f"{c.parameters:,}", "training MFLOP per sample": plain(flops / 1e6),
-            "host ops per step": int(layers["kernels"].sum()),
+            "host ops per step": gpus.ops_per_step(c.name),
             "kept for backward per sample (KiB)": plain(c.activation_bytes_per_sample / 2**10),
             "gradient (MiB)": plain(c.gradient_bytes / 2**20),
             "FLOPs per gradient byte, per sample": plain(flops / c.gradient_bytes),
