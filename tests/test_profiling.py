@@ -1,4 +1,5 @@
-"""helpers.profiling: one profiled step, split into phases and operators; each clock's time counted once."""
+"""helpers.profiling: profiled steps split into phases and operators, with their spread over the steps;
+each clock's time counted once."""
 
 import json
 from pathlib import Path
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers import data, profiling, results, train
+from helpers import data, profiling, stats, train
 
 CUDA_TABLE = Path(__file__).parent / "data" / "profile-cuda-key-averages.json"
 
@@ -121,6 +122,11 @@ def test_profile_has_the_three_phases_and_operators(clips):
     table = profiling.operator_table(result)
     assert table.index.name == "operator" and list(table.columns) == ["calls", "self time on the host (ms)"]
     assert len(result["step_seconds_all"]) == 3 and result["autocast"] is None
+    # the operators and totals are the median of the profiled steps, each kept with its own table
+    assert len(result["profiled"]) == 5 and all(step["events"] for step in result["profiled"])
+    hosts = sorted(step["host_seconds"] for step in result["profiled"])
+    assert result["host_seconds"] == hosts[2]
+    assert "the operators and totals come from 5 steps each under torch.profiler" in result["method"]
 
 
 def test_profile_refuses_a_batch_larger_than_the_data(clips):
@@ -150,38 +156,42 @@ def test_verdict_reads_the_two_clocks():
 
 
 def test_backward_forward_ratio_sums_whichever_operators_hold_the_time():
-    operators = [
-        {"operator": "aten::convolution_backward", "host_self_seconds": 3.0, "device_self_seconds": None},
-        {"operator": "aten::mkldnn_convolution", "host_self_seconds": 1.0, "device_self_seconds": None},
-        {"operator": "aten::convolution", "host_self_seconds": 0.5, "device_self_seconds": None},
-        {"operator": "aten::mm", "host_self_seconds": 9.0, "device_self_seconds": None},
-    ]
-    result = {"device_seconds": None, "operators": operators}
-    assert profiling.backward_forward_ratio(result) == 2.0
+    step = fake_step({"aten::convolution_backward": 3, "aten::mkldnn_convolution": 1,
+                      "aten::convolution": 0.5, "aten::mm": 9}, step_ms=20)  # fmt: skip
+    assert profiling.backward_forward_ratio(step) == 2.0
     with pytest.raises(ValueError, match="no forward matmul"):
-        profiling.backward_forward_ratio(result, "matmul")
+        profiling.backward_forward_ratio(step, "matmul")
 
 
 def test_backward_forward_ratio_reads_the_kernels_on_a_gpu(cuda_rows):
     """Hand-built CUDA table: the log-softmax backward's kernel (2.0 us) over the forward's (2.2 us)."""
-    result = profiling.summarize_events(cuda_rows, gpu=True)
-    assert profiling.backward_forward_ratio(result, "softmax") == pytest.approx(2.0 / 2.2)
+    step = {"events": cuda_rows, **profiling.summarize_events(cuda_rows, gpu=True)}
+    assert profiling.backward_forward_ratio(step, "softmax") == pytest.approx(2.0 / 2.2)
 
 
 def test_the_backward_sentence_compares_time_with_arithmetic():
-    said = profiling.backward_sentence(1.94, 1.79)
-    assert said.startswith("the backward convolutions took 1.94× the forward's time for 1.79× its")
+    said = profiling.backward_sentence(stats.spread([1.9, 1.94, 2.01]), 1.79)
+    assert said.startswith(
+        "the backward convolutions took 1.94× the forward's time (1.90–2.01× over 3 profiled steps) for "
+        "1.79× its"
+    )
     assert "0.92× as fast as the forward ones (slower)" in said
 
 
-def fake_profile(rows: dict[str, float], step_ms: float, steps=(0.09, 0.1, 0.11)) -> dict:
-    """A CPU profile result with host self times (ms) per operator and the step's host total."""
+def fake_step(rows: dict[str, float], step_ms: float) -> dict:
+    """One profiled CPU step: host self times (ms) per operator and the step's host total."""
     events = [{"key": key, "device_type": "CPU", "is_user_annotation": False, "self_cpu_time_total": ms * 1e3,
                "self_device_time_total": 0.0} for key, ms in rows.items()]  # fmt: skip
     events.append({"key": "forward", "device_type": "CPU", "is_user_annotation": True,
                    "self_cpu_time_total": 5e3, "self_device_time_total": 0.0})  # fmt: skip
-    return {"events": events, "device_seconds": None, "host_seconds": step_ms / 1e3,
-            "step_seconds_all": list(steps)}  # fmt: skip
+    return {"events": events, "device_seconds": None, "host_seconds": step_ms / 1e3}
+
+
+def fake_profile(rows: dict[str, float], step_ms: float, steps=(0.09, 0.1, 0.11), profiled_ms=None) -> dict:
+    """A CPU profile result: its median profiled step (``fake_step``), the profiled steps (by default three
+    of ``step_ms`` each) and the unprofiled ``steps``."""
+    profiled = [fake_step(rows, ms) for ms in (profiled_ms or [step_ms] * 3)]
+    return {**fake_step(rows, step_ms), "profiled": profiled, "step_seconds_all": list(steps)}
 
 
 def test_operator_categories_add_up_to_the_step():
@@ -192,11 +202,25 @@ def test_operator_categories_add_up_to_the_step():
                                    "conversions and copies": 0.003, "everything else": 0.012})  # fmt: skip
 
 
+def test_each_kind_of_operator_s_share_comes_with_its_spread_over_the_profiled_steps():
+    """Convolutions 40 ms of steps of 50, 60 and 80 ms: 80 %, 67 % and 50 % of the step."""
+    rows = {"aten::convolution_backward": 30, "aten::mkldnn_convolution": 10, "aten::mm": 5}
+    result = fake_profile(rows, step_ms=60, profiled_ms=[50, 60, 80])
+    shares = profiling.category_shares(result)
+    convolutions = shares["convolutions"]
+    assert (convolutions.median, convolutions.low, convolutions.high, convolutions.count) == pytest.approx(
+        (40 / 60, 0.5, 0.8, 3)
+    )
+    assert profiling.share_text(convolutions) == "67% (50%–80% over 3 profiled steps)"
+    assert shares["matrix products"].median == pytest.approx(5 / 60)
+    assert profiling.across_steps(result, lambda step: step["host_seconds"]).high == pytest.approx(0.08)
+
+
 def test_where_bf16_loses_its_time():
     categories = ["convolutions", "matrix products", "conversions and copies", "everything else"]
     profiles = pd.DataFrame(
         {"model": "ConvNet", "precision": ["float32"] * 4 + ["bf16"] * 4, "category": categories * 2,
-         "seconds": [1.0, 0.1, 0.0, 0.2, 20.0, 0.1, 0.3, 0.2]}
+         "seconds": [1.0, 0.1, 0.0, 0.2, 20.0, 0.1, 0.3, 0.2], "profiled_steps": 3}
     )  # fmt: skip
     said = profiling.explain_precision(profiles, "ConvNet")
     assert said.startswith(
@@ -205,15 +229,16 @@ def test_where_bf16_loses_its_time():
         "operators) took 200 ms against 200 ms"
     )
     noise = (
-        "; one profiled step each: work that bf16 does not change (everything else) moving by as much "
-        "is this attribution's noise, and the timed steps above, not these, measure the difference"
+        "; medians of 3 profiled steps each: work that bf16 does not change (everything else) moving "
+        "by as much is this attribution's noise, and the timed steps above, not these, measure the difference"
     )
     assert said.endswith(
         "of the 19,300 ms that the bf16 step took longer, the most is in the bf16 convolutions themselves, "
         "not in the conversions" + noise
     )
     table = profiling.precision_profile_table(profiles)
-    assert table.loc["the whole step", ("ConvNet", "bf16")] == "20,600.0"
+    assert table.loc["the whole step (sum)", ("ConvNet", "bf16")] == "20,600.0"
+    assert table.index.name == "ms of a step, median of 3 profiled steps"
     converting = profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 2.0, 0.2])
     assert profiling.explain_precision(converting, "ConvNet").endswith(
         "in the conversions, not in the convolutions" + noise
@@ -237,13 +262,17 @@ def swept_record(steps: list[float]) -> dict:
 
 
 def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
-    inside = profiling.profile_sentence(fake_profile({}, step_ms=100))
-    assert inside == (
-        "one step under the profiler took 100 ms, the unprofiled steps 100 ms (90–110, 3 steps): the "
-        "profiled step lies inside their range, so the profiler's own bookkeeping does not show."
+    # 99-101 ms against 97-103 ms: 0.96-1.04x by the min-max pairing, inside ±10 %
+    same = fake_profile({}, step_ms=100, steps=(0.097, 0.1, 0.103), profiled_ms=[99, 100, 101])
+    assert profiling.profile_sentence(same) == (
+        "the steps under the profiler took 100 ms (99–101, 3 steps), the unprofiled steps 100 ms (97–103, 3 "
+        "steps): no measurable difference, so the profiler's own bookkeeping does not show."
     )
+    # 200 ms against 90-110 ms: 2.00x the median, 1.82-2.22x by the min-max pairing
     outside = profiling.profile_sentence(fake_profile({}, step_ms=200), swept_record([0.2, 0.2, 0.2]))
-    assert "the profiled step took 2.00× their median" in outside
+    assert "the profiled steps took 2.00× the unprofiled median (1.82–2.22×), the profiler's own" in outside
+    wide = profiling.profile_sentence(fake_profile({}, step_ms=100, profiled_ms=[60, 100, 160]))
+    assert wide.endswith("the steps spread too widely to show the profiler's own bookkeeping.")
     # the sweep's 200 ms over the unprofiled 90-110 ms: 2.00x (0.2/0.11 = 1.82 to 0.2/0.09 = 2.22)
     assert outside.endswith(
         "the unprofiled steps against those: faster, 2.00× (1.82–2.22×). The two timings differ: the "
@@ -269,11 +298,12 @@ def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
                                        swept_record([0.1, 0.1, 0.1]))  # fmt: skip
     assert close.endswith("The two agree within 10%, though measurably apart by 2%.")
     # on a GPU: the kernels' summed time against the steps' CUDA-event spans, the share the GPU computed
-    on_gpu = profiling.profile_sentence(profile | {"device_seconds": 0.025})
+    gpu_steps = [{"events": [], "host_seconds": 0.2, "device_seconds": ms / 1e3} for ms in (24, 25, 26.5)]
+    on_gpu = profiling.profile_sentence(profile | {"device_seconds": 0.025, "profiled": gpu_steps})
     assert on_gpu == (
-        "the kernels of one profiled step summed to 25.0 ms of GPU time, while the unprofiled steps spanned "
-        "100 ms (90–110, 3 steps) on CUDA events: the GPU computed for 25% of the step, and waited for the "
-        "host to issue work for the rest."
+        "the kernels of a profiled step summed to 25.0 ms (24.0–26.5, 3 steps) of GPU time, while the "
+        "unprofiled steps spanned 100 ms (90–110, 3 steps) on CUDA events: the GPU computed for 25% of the "
+        "step, and waited for the host to issue work for the rest."
     )
     # 80-130 ms against 90-110 ms: 0.73-1.44x straddles 1 and leaves ±10 %: too wide to tell, not "disturbed"
     unresolved = profiling.profile_sentence(profile, swept_record([0.08, 0.1, 0.13]))
@@ -281,83 +311,6 @@ def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
         "not resolved, 1.00× (0.73–1.44×). These few steps spread too widely to say whether the two agree "
         "within 10%."
     )
-
-
-def test_adam_implementations_are_timed_against_torchs_default(clips, tmp_path):
-    assert profiling.default_adam_implementation("cpu") == "for-loop"
-    assert profiling.default_adam_implementation("cuda:0") == "foreach"
-    with pytest.raises(ValueError, match="implementation must be one of"):
-        profiling.time_optimizer_phase("LinearNet", clips, batch_size=4, implementation="lbfgs")
-    store = results.ResultStore("test-adam", root=tmp_path, hardware={"cpu_model": "test"})
-    found = profiling.optimizer_comparison(
-        store, "LinearNet", clips, batch_size=4, timed_steps=1, device="cpu"
-    )
-    assert found["default"] == "for-loop" and set(found["speedups"]) <= {"foreach", "fused"}
-    assert set(found["step_speedups"]) == set(found["speedups"])
-    assert found["table"].index[0] == "for-loop (torch's default here)"
-    assert list(found["table"].columns) == ["optimizer phase (ms)", "against the default", "whole step (ms)",
-                                            "whole step against the default"]  # fmt: skip
-    assert sum(found["parameter_bytes"]) == 48_408_880  # LinearNet's 12,102,220 float32 parameters
-    assert len(found["step_seconds"]["for-loop"]) == 1
-    assert len(store.records("optimizer_timing")) == 3 - len(found["unavailable"])
-    record = store.records("optimizer_timing")[0]
-    assert record["config"]["implementation"] in profiling.ADAM_IMPLEMENTATIONS
-    assert len(record["result"]["optimizer_seconds_all"]) == 1
-
-
-def test_the_optimizer_share_is_phase_and_step_of_the_same_timing():
-    comparison = {"default": "for-loop", "optimizer_seconds": {"for-loop": [0.04, 0.06, 0.05]},
-                  "step_seconds": {"for-loop": [0.09, 0.2, 0.1]}}  # fmt: skip
-    assert profiling.optimizer_share(comparison) == pytest.approx(
-        {"optimizer_seconds": 0.05, "step_seconds": 0.1, "share": 0.5}
-    )
-
-
-def adam_comparison(default_steps, default="for-loop", verdict="faster") -> dict:
-    """A 40 MiB parameter (fresh temporaries every step) and a 1 MB one; fused Adam 4x faster, 25 ms."""
-    fused = {"speedup": 4.0, "low": 3.0, "high": 5.5, "verdict": verdict, "launches": None}
-    return {"default": default, "speedups": {"fused": fused}, "unavailable": {},
-            "optimizer_seconds": {default: default_steps, "fused": [0.02, 0.025, 0.03]},
-            "parameter_bytes": [40 * 2**20, 1_000_000]}  # fmt: skip
-
-
-def test_adam_explained_as_memory_traffic_counted_from_the_copies():
-    """By hand: a fresh copy at 1.6 GB/s (6.25e-10 s/B), a reused one at 8 GB/s (1.25e-10 s/B; a pass,
-    read or write, half that). First writes to fresh pages: 2 temporaries x 41,943,040 B x 5e-10 s/B =
-    41.9 ms. Passes: 18 x 42,943,040 B x 6.25e-11 s/B = 48.3 ms; fused: 7 x the same = 18.8 ms. Against
-    100 ms measured: 42 % first touches, 90 % counted in all."""
-    fresh = {"bytes": 50_331_648, "seconds_per_byte": 1 / 1.6e9}
-    reused = {"bytes": 50_331_648, "seconds_per_byte": 1 / 8e9}
-    said = profiling.explain_adam(adam_comparison([0.09, 0.1, 0.11]), fresh, reused)
-    assert said == (
-        "fused Adam against the default: faster, 4.00× (3.00–5.50×), 75% less time in the optimizer phase. "
-        "Counted from the two copies, the default's 100.0 ms hold about 41.9 ms (42%) of first writes to "
-        "fresh pages (its sqrt and div write 80 MiB of new tensors every step) and about 48.3 ms for its 18 "
-        "tensor-sized reads and writes of every parameter at the reused-buffer speed (a copy is one read "
-        "and one write, so each pass takes half a copy's time); fused Adam makes 7 "
-        "such passes (about 18.8 ms; measured 25.0 ms) and writes no temporaries. The count comes to 90% of "
-        "the measured phase: memory traffic, not Adam's arithmetic, is the optimizer's time"
-    )
-    # 200 ms measured: the same 90.25 ms count (41.94 + 48.31) is 45 % of it; 50 ms measured: 181 %
-    assert profiling.explain_adam(adam_comparison([0.2] * 3), fresh, reused).endswith(
-        "The count comes to 45% of the measured phase, so memory traffic alone does not account for the "
-        "optimizer's time here"
-    )
-    assert "The count comes to 181% of the measured phase: the plain copies' speeds do not carry over" in (
-        profiling.explain_adam(adam_comparison([0.05] * 3), fresh, reused)
-    )
-    foreach = profiling.explain_adam(adam_comparison([0.1] * 3, default="foreach"), fresh, reused)
-    assert foreach.endswith(
-        "less time in the optimizer phase: it makes 7 tensor-sized reads and writes per parameter where the "
-        "for-loop makes 18, and writes no temporaries"
-    )
-    unresolved = profiling.explain_adam(adam_comparison([0.1] * 3, verdict="not resolved"), fresh, reused)
-    assert unresolved == (
-        "fused Adam against the default: not resolved, 4.00× (3.00–5.50×), so fewer passes over memory and "
-        "no temporaries did not shorten the optimizer phase here"
-    )
-    missing = profiling.explain_adam({"speedups": {}, "unavailable": {"fused": "no"}}, fresh, reused)
-    assert missing == "fused Adam is not available here (no)"
 
 
 REAL_TRACES = Path(__file__).parents[1] / "data" / "results" / "gpu-check"

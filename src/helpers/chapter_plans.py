@@ -17,6 +17,7 @@ from helpers.hardware import Machine
 from helpers.launch import Request, run_plan
 from helpers.launch import main_backend as launch_main_backend
 from helpers.plan import Item, benchmark_seconds, check
+from helpers.profiling import PRECISION_STEPS, PROFILED_STEPS
 from helpers.results import canonical_json
 from helpers.sharding.runs import WORKER as SHARDING
 from helpers.sharding.runs import placement, sharding_config
@@ -65,10 +66,17 @@ def chapter_one(p: dict, machine: Machine) -> list[Item]:
         for m in ("LinearNet", "ConvNet")
         for dtype in ("float32", "bf16")
     ]
-    items += [
-        Item(chapter, f"profiled steps, {m}", m, p["profile_batch_size"], 7, device)
+    items += [  # one timed step and PRECISION_STEPS profiled ones per model and precision
+        Item(chapter, f"precision profile, {m}, {dtype}", m, p["precision_batch_size"],
+             WARMUP_STEPS + 1 + PRECISION_STEPS, device, dtype=dtype)
         for m in ("LinearNet", "ConvNet")
-    ]
+        for dtype in ("float32", "bf16")
+    ]  # fmt: skip
+    items += [  # five timed steps and PROFILED_STEPS profiled ones
+        Item(chapter, f"profiled steps, {m}", m, p["profile_batch_size"], WARMUP_STEPS + 5 + PROFILED_STEPS,
+             device)
+        for m in ("LinearNet", "ConvNet")
+    ]  # fmt: skip
     return items
 
 

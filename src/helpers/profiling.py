@@ -22,8 +22,8 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
 from helpers.ddp import significant
-from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_sizes
-from helpers.stats import MATTERS, describe_speedup, speedup, spread
+from helpers.models import build_model
+from helpers.stats import MATTERS, Spread, describe_speedup, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
@@ -31,12 +31,12 @@ from helpers.train import (
     make_optimizer,
     milliseconds,
     pick_device,
-    step_batches,
     to_device,
     training_step,
 )
 
 PHASES = ("forward", "backward", "optimizer")
+PROFILED_STEPS = 5  # each under its own profiler: what a profile says comes with its spread over steps
 TIMES = ("cpu_time_total", "self_cpu_time_total", "device_time_total", "self_device_time_total")
 
 
@@ -153,6 +153,7 @@ def profile_training_step(
     lr: float = 1e-3,
     warmup_steps: int = WARMUP_STEPS,
     timed_steps: int = 5,
+    profiled_steps: int = PROFILED_STEPS,
     top: int = 12,
     autocast_dtype: torch.dtype | None = None,
 ) -> dict:
@@ -163,13 +164,15 @@ def profile_training_step(
     host seconds and, on a GPU, device seconds from CUDA events (``PhaseClock``; None on a CPU). Without
     the profiler because it adds host work to every operator and kernel launch, and because its
     "backward" range on the main thread misses the kernels that autograd's device thread launches.
-    Then one step under torch.profiler: ``events`` (its ``key_averages`` rows, kept so that a record
-    holds the whole table), ``operators`` and the ``host_seconds`` and ``device_seconds`` totals
-    (``summarize_events``; the host total includes the profiler's own overhead). ``step_seconds_all``: each
-    unprofiled step's phases added up (device seconds on a GPU), to set the profiled step against.
-    ``load_average``: the machine's 1-minute load average before and after, as a stored record keeps it.
+    Then ``profiled_steps`` steps, each under its own torch.profiler: ``profiled``, each step's ``events``
+    (its ``key_averages`` rows) with its ``host_seconds`` and ``device_seconds`` totals
+    (``summarize_events``; the host total includes the profiler's own overhead), so that what a profile
+    says comes with its spread over steps (``across_steps``); ``events``, ``operators`` and the totals at
+    the top level are the median step's (by the GPU's total on a GPU, the host's on a CPU).
+    ``step_seconds_all``: each unprofiled step's phases added up (device seconds on a GPU), to set the
+    profiled steps against. ``load_average``: the machine's 1-minute load average before and after.
     """
-    check_positive(batch_size=batch_size, timed_steps=timed_steps)
+    check_positive(batch_size=batch_size, timed_steps=timed_steps, profiled_steps=profiled_steps)
     if batch_size > len(train_set):
         raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
     target = pick_device(device)
@@ -189,11 +192,17 @@ def profile_training_step(
         training_step(*batch, phase=clock)
         timed.append(clock.seconds())
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events")
-        with profile(activities=activities) as profiler:  # leaving it synchronises the GPU
-            training_step(*batch)
-    rows = event_rows(profiler.key_averages())
+    profiled = []
+    for _ in range(profiled_steps):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events")
+            with profile(activities=activities) as profiler:  # leaving it synchronises the GPU
+                training_step(*batch)
+        rows = event_rows(profiler.key_averages())
+        totals = summarize_events(rows, gpu=on_gpu, top=top)
+        profiled.append({"events": rows, **totals})
+    total = "device_seconds" if on_gpu else "host_seconds"
+    typical = sorted(profiled, key=lambda step: step[total])[(len(profiled) - 1) // 2]
     phases = [
         {
             "phase": name,
@@ -209,11 +218,13 @@ def profile_training_step(
         "autocast": str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
         "step_seconds_all": [sum(step[name][1 if on_gpu else 0] for name in PHASES) for step in timed],
         "method": f"each phase is the median of {timed_steps} unprofiled steps on {clocks}, and the "
-        "operators and totals come from one step under torch.profiler, all after "
-        f"{counted(warmup_steps, 'warm-up step')}",
+        f"operators and totals come from {counted(profiled_steps, 'step')} each under torch.profiler, all "
+        f"after {counted(warmup_steps, 'warm-up step')}",
         "phases": phases,
-        **summarize_events(rows, gpu=on_gpu, top=top),
-        "events": rows,
+        **{key: typical[key] for key in ("operators", "host_seconds", "device_seconds", "events")},
+        "profiled": [
+            {key: step[key] for key in ("events", "host_seconds", "device_seconds")} for step in profiled
+        ],
         "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
     }
 
@@ -221,6 +232,13 @@ def profile_training_step(
 def phase_frame(profiles: dict[str, dict]) -> pd.DataFrame:
     """The phases of ``{model: profile_training_step result}``, one row per model and phase."""
     return pd.concat([pd.DataFrame(p["phases"]).assign(model=name) for name, p in profiles.items()])
+
+
+def across_steps(result: dict, measure) -> Spread:
+    """The ``Spread`` of ``measure(step)`` over the profiled steps of a ``profile_training_step`` result
+    (``measure`` takes a step's ``events``, ``host_seconds`` and ``device_seconds``, as the result holds
+    them for its median step)."""
+    return spread(measure(step) for step in result["profiled"])
 
 
 def host_device_verdict(result: dict) -> str:
@@ -256,64 +274,78 @@ def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
     return frame.rename(columns=names).set_index("operator")
 
 
-def backward_forward_ratio(result: dict, operation: str = "convolution") -> float:
+def backward_forward_ratio(step: dict, operation: str = "convolution") -> float:
     """Self time of the backward operators of ``operation`` over that of its forward operators in a profiled
-    step (device time on a GPU). Summed over every operator whose name contains ``operation``: which one
-    holds the time depends on the backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs)."""
-    column = "device_self_seconds" if result["device_seconds"] is not None else "host_self_seconds"
+    step (``profile_training_step``'s median step, or one of its ``profiled``; device time on a GPU).
+    Summed over every operator whose name contains ``operation``: which one holds the time depends on the
+    backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs)."""
+    column = "self_device_time_total" if step["device_seconds"] is not None else "self_cpu_time_total"
     backward = forward = 0.0
-    for row in result["operators"]:
-        if operation in row["operator"]:
-            if "backward" in row["operator"]:
-                backward += row[column] or 0.0
+    for row in step["events"]:
+        if row["device_type"] == "CPU" and not row["is_user_annotation"] and operation in row["key"]:
+            if "backward" in row["key"]:
+                backward += row[column]
             else:
-                forward += row[column] or 0.0
+                forward += row[column]
     if not forward:
-        raise ValueError(f"no forward {operation} operator among the profiled step's costliest operators")
+        raise ValueError(f"no forward {operation} operator in the profiled step")
     return backward / forward
 
 
-def backward_sentence(measured: float, expected: float) -> str:
-    """What a measured backward/forward time ratio says against the ratio of the arithmetic."""
-    relative = expected / measured
+def ratio_text(measured: Spread, of: str = "") -> str:
+    """``2.58× (2.41–2.66× over 5 profiled steps)``, ``of`` following the median's ×."""
+    interval = f"{measured.low:.2f}–{measured.high:.2f}×"
+    return f"{measured.median:.2f}×{of} ({interval} over {measured.count} profiled steps)"
+
+
+def backward_sentence(measured: Spread, expected: float) -> str:
+    """What the backward/forward time ratios of the profiled steps (``across_steps`` of
+    ``backward_forward_ratio``) say against the ratio of the arithmetic."""
+    relative = expected / measured.median
     pace = "faster" if relative > 1 else "slower"
+    took = ratio_text(measured, " the forward's time")
     return (
-        f"the backward convolutions took {measured:.2f}× the forward's time for {expected:.2f}× its "
-        f"multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the forward ones ({pace})"
+        f"the backward convolutions took {took} for "
+        f"{expected:.2f}× its multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the "
+        f"forward ones ({pace})"
     )
 
 
 def profile_sentence(result: dict, swept: dict | None = None) -> str:
-    """One profiled step against the unprofiled steps that timed its phases, and, where the batch-size
+    """The profiled steps against the unprofiled steps that timed its phases, and, where the batch-size
     sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps:
     a difference is what the two steps do not share (the sweep's step also zeroes gradients and indexes
     its batch), a difference inside ``MATTERS`` is agreement, and a spread too wide to tell is said as such.
 
-    On a CPU the profiled step's host time is set against the unprofiled steps' (the profiler's own cost);
-    on a GPU its kernels' summed time against the unprofiled steps' CUDA-event spans: the share of the step
-    the GPU computes, the rest being the GPU waiting for the host to issue work."""
+    On a CPU the profiled steps' host time is set against the unprofiled steps' (the profiler's own cost);
+    on a GPU their kernels' summed time against the unprofiled steps' CUDA-event spans: the share of the
+    step the GPU computes, the rest being the GPU waiting for the host to issue work."""
     unprofiled = spread(result["step_seconds_all"])
     if result["device_seconds"] is None:
-        profiled = result["host_seconds"]
+        profiled = [step["host_seconds"] for step in result["profiled"]]
         text = (
-            f"one step under the profiler took {significant(profiled * 1e3)} ms, the unprofiled steps "
+            f"the steps under the profiler took {milliseconds(profiled)}, the unprofiled steps "
             f"{milliseconds(result['step_seconds_all'])}"
         )
-        if unprofiled.low <= profiled <= unprofiled.high:
-            text += (
-                ": the profiled step lies inside their range, so the profiler's own bookkeeping does not show"
-            )
+        cost = speedup(profiled, result["step_seconds_all"])  # above 1: the profiled steps took longer
+        if cost["verdict"] == "no measurable difference":
+            text += ": no measurable difference, so the profiler's own bookkeeping does not show"
+        elif cost["verdict"] == "not resolved":
+            text += ": the steps spread too widely to show the profiler's own bookkeeping"
         else:
             text += (
-                f": the profiled step took {profiled / unprofiled.median:.2f}× their median, the "
-                "profiler's own bookkeeping and whatever else the machine ran in that second"
+                f": the profiled steps took {cost['speedup']:.2f}× the unprofiled median "
+                f"({cost['low']:.2f}–{cost['high']:.2f}×), the profiler's own bookkeeping and whatever "
+                "else the machine ran then"
             )
     else:
-        busy, spans = result["device_seconds"] / unprofiled.median, milliseconds(result["step_seconds_all"])
+        kernels = across_steps(result, lambda step: step["device_seconds"])
+        busy, spans = kernels.median / unprofiled.median, milliseconds(result["step_seconds_all"])
+        summed = f"{significant(kernels.median * 1e3)} ms ({significant(kernels.low * 1e3)}–"
+        summed += f"{significant(kernels.high * 1e3)}, {kernels.count} steps)"
         text = (
-            f"the kernels of one profiled step summed to {significant(result['device_seconds'] * 1e3)} ms of "
-            f"GPU time, while the unprofiled steps spanned {spans} on CUDA events: the GPU computed for "
-            f"{busy:.0%} of the step"
+            f"the kernels of a profiled step summed to {summed} of GPU time, while the unprofiled steps "
+            f"spanned {spans} on CUDA events: the GPU computed for {busy:.0%} of the step"
             + (", and waited for the host to issue work for the rest" if busy < 1 - MATTERS else "")
         )
     if swept:
@@ -367,29 +399,64 @@ def operator_categories(result: dict) -> dict[str, float]:
     return totals
 
 
+def category_shares(result: dict) -> dict[str, Spread]:
+    """Each kind of operator's share of the profiled step (``operator_categories`` over the step's total),
+    with its spread over the profiled steps of a ``profile_training_step`` result."""
+    return {
+        name: across_steps(result, lambda step, name=name: operator_categories(step)[name] / step_total(step))
+        for name, _ in CATEGORIES
+    }
+
+
+def step_total(step: dict) -> float:
+    """A profiled step's total: the GPU's kernel time on a GPU, the phases' host wall time on a CPU."""
+    return step["device_seconds"] if step["device_seconds"] is not None else step["host_seconds"]
+
+
+def share_text(share: Spread) -> str:
+    """``85 % (83–86 % over 5 profiled steps)``."""
+    return f"{share.median:.0%} ({share.low:.0%}–{share.high:.0%} over {share.count} profiled steps)"
+
+
+PRECISION_STEPS = 3  # profiled steps per model and precision: bf16 convolutions are slow on a CPU
+
+
 def precision_profiles(
-    names, train_set: TensorDataset, batch_size: int, device: str = "auto"
+    names,
+    train_set: TensorDataset,
+    batch_size: int,
+    device: str = "auto",
+    profiled_steps: int = PRECISION_STEPS,
 ) -> pd.DataFrame:
-    """One profiled step of each model in float32 and under bf16 autocast, by kind of operator
-    (``operator_categories``): one row per model, precision and category, in seconds."""
+    """Each model in float32 and under bf16 autocast, by kind of operator (``operator_categories``), the
+    median over ``profiled_steps`` profiled steps: one row per model, precision and category, in seconds."""
     rows = []
     for name in names:
         for precision, dtype in (("float32", None), ("bf16", torch.bfloat16)):
             result = profile_training_step(name, train_set, batch_size=batch_size, device=device,
-                                           timed_steps=1, autocast_dtype=dtype)  # fmt: skip
-            rows += [{"model": name, "precision": precision, "category": category, "seconds": seconds}
-                     for category, seconds in operator_categories(result).items()]  # fmt: skip
+                                           timed_steps=1, profiled_steps=profiled_steps,
+                                           autocast_dtype=dtype)  # fmt: skip
+            by_step = [operator_categories(step) for step in result["profiled"]]
+            rows += [{"model": name, "precision": precision, "category": category,
+                      "seconds": statistics.median(step[category] for step in by_step),
+                      "profiled_steps": profiled_steps}
+                     for category in by_step[0]]  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def precision_profile_table(profiles: pd.DataFrame) -> pd.DataFrame:
     """``precision_profiles`` to read: milliseconds per kind of operator (rows) and model and precision
-    (columns), with the step's total."""
+    (columns), medians over the profiled steps, with the sum of the medians as the step's total."""
     table = profiles.pivot_table(
         index="category", columns=["model", "precision"], values="seconds", sort=False
     )
-    table.loc["the whole step"] = table.sum()
-    return (table * 1e3).map("{:,.1f}".format).rename_axis(index="milliseconds of one step")
+    table.loc["the whole step (sum)"] = table.sum()
+    steps = int(profiles["profiled_steps"].iloc[0])
+    return (
+        (table * 1e3)
+        .map("{:,.1f}".format)
+        .rename_axis(index=f"ms of a step, median of {steps} profiled steps")
+    )
 
 
 def whole_ms(seconds: float) -> str:
@@ -401,7 +468,7 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
     arithmetic (convolutions if it has any, else matrix products), the conversions, everything else (the
     optimizer's update runs in float32 either way: the work there barely changes, so its change shows how
-    noisy one profiled step's attribution is), and which kind of operator holds most of the difference.
+    noisy the profiler's attribution is), and which kind of operator holds most of the difference.
     Plain text (no markup), to be glued into a sentence."""
     rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
     main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
@@ -424,205 +491,8 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
                  f"the {main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
         longer = significant(extra.sum() * 1e3)
         text += f": of the {longer} ms that the bf16 step took longer, the most is {cause}"
+    steps = int(profiles["profiled_steps"].iloc[0])
     return text + (
-        "; one profiled step each: work that bf16 does not change (everything else) moving by as much "
-        "is this attribution's noise, and the timed steps above, not these, measure the difference"
-    )
-
-
-# Adam's three implementations in torch.optim, by the option that selects each.
-ADAM_IMPLEMENTATIONS = {
-    "for-loop": {"foreach": False},
-    "foreach": {"foreach": True},
-    "fused": {"fused": True},
-}
-
-
-def default_adam_implementation(device) -> str:
-    """What ``torch.optim.Adam`` runs when given no option: ``foreach`` on CUDA tensors, else the for-loop."""
-    return "foreach" if torch.device(device).type == "cuda" else "for-loop"
-
-
-def time_optimizer_phase(
-    model_name: str,
-    train_set: TensorDataset,
-    *,
-    batch_size: int,
-    implementation: str,
-    timed_steps: int = 5,
-    warmup_steps: int = WARMUP_STEPS,
-    lr: float = 1e-3,
-    seed: int = 0,
-    device: str = "auto",
-) -> dict:
-    """Adam's update (the optimizer phase) and the whole step, timed over ``timed_steps`` training steps with
-    one of ``ADAM_IMPLEMENTATIONS`` (``PhaseClock``: CUDA events on a GPU), after ``warmup_steps``.
-
-    The for-loop updates one tensor at a time and writes intermediate results (``sqrt``, ``div``) into new
-    tensors; foreach does the same over lists of tensors; fused makes one pass per parameter without them.
-    """
-    if implementation not in ADAM_IMPLEMENTATIONS:
-        raise ValueError(
-            f"implementation must be one of {list(ADAM_IMPLEMENTATIONS)}, not {implementation!r}"
-        )
-    check_positive(timed_steps=timed_steps)
-    target = pick_device(device)
-    torch.manual_seed(seed)
-    model = build_model(model_name).to(target)
-    optim = make_optimizer("adam", model.parameters(), lr, **ADAM_IMPLEMENTATIONS[implementation])
-    inputs, targets = to_device(train_set, target).tensors
-    clock_index = 1 if target.type == "cuda" else 0
-    optimizer_seconds, step_seconds = [], []
-    for step, index in enumerate(step_batches(len(train_set), batch_size, seed, warmup_steps + timed_steps)):
-        clock = PhaseClock(target)
-        index = index.to(target)
-        training_step(model, optim, inputs[index], targets[index], nn.functional.cross_entropy, phase=clock)
-        if step >= warmup_steps:
-            seconds = clock.seconds()
-            optimizer_seconds.append(seconds["optimizer"][clock_index])
-            step_seconds.append(sum(seconds[name][clock_index] for name in PHASES))
-    return {
-        "implementation": implementation,
-        "optimizer_seconds": statistics.median(optimizer_seconds),
-        "optimizer_seconds_all": optimizer_seconds,
-        "step_seconds_all": step_seconds,
-        "method": f"median of {timed_steps} timed steps' optimizer phase, after {warmup_steps} warm-up "
-        "step(s)",
-    }
-
-
-def stored_optimizer_timing(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
-    """``time_optimizer_phase`` through the results store."""
-    settings["device"] = str(pick_device(settings.get("device", "auto")))
-    config = {"kind": "optimizer_timing", "model": model_name, "train_samples": len(train_set),
-              "threads": torch.get_num_threads(), **settings}  # fmt: skip
-    return store.measure(config, lambda: time_optimizer_phase(model_name, train_set, **settings))
-
-
-def optimizer_comparison(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
-    """Adam's optimizer phase and whole step in each implementation torch offers on the device, against
-    torch's default there: ``table`` (to read), ``speedups`` and ``step_speedups`` (``helpers.stats.speedup``
-    of the phase and of the whole step against the default), the timed ``optimizer_seconds`` and
-    ``step_seconds`` per implementation, ``default``, ``device``, the model's ``parameter_bytes`` (per
-    tensor) and ``unavailable`` ({implementation: torch's refusal}) where the device lacks one."""
-    device = str(pick_device(settings.get("device", "auto")))
-    default = default_adam_implementation(device)
-    optimizer, steps, unavailable = {}, {}, {}
-    for name in ADAM_IMPLEMENTATIONS:
-        try:
-            record = stored_optimizer_timing(store, model_name, train_set, implementation=name, **settings)
-        except (RuntimeError, ValueError) as refusal:
-            unavailable[name] = str(refusal).splitlines()[0]
-            continue
-        optimizer[name] = record["result"]["optimizer_seconds_all"]
-        steps[name] = record["result"]["step_seconds_all"]
-    others = [name for name in optimizer if name != default]
-    speedups = {name: speedup(optimizer[default], optimizer[name]) for name in others}
-    step_speedups = {name: speedup(steps[default], steps[name]) for name in others}
-    table = pd.DataFrame(
-        [
-            {"implementation": name + (" (torch's default here)" if name == default else ""),
-             "optimizer phase (ms)": milliseconds(optimizer[name], unit=""),
-             "against the default": describe_speedup(speedups[name]) if name in speedups else "—",
-             "whole step (ms)": milliseconds(steps[name], unit=""),
-             "whole step against the default": (
-                 describe_speedup(step_speedups[name]) if name in step_speedups else "—")}
-            for name in optimizer
-        ]
-    ).set_index("implementation")  # fmt: skip
-    return {"default": default, "device": device, "table": table, "speedups": speedups,
-            "step_speedups": step_speedups, "optimizer_seconds": optimizer, "step_seconds": steps,
-            "parameter_bytes": parameter_sizes(build_model(model_name)),
-            "unavailable": unavailable}  # fmt: skip
-
-
-def optimizer_share(comparison: dict) -> dict:
-    """The default Adam's optimizer phase against its whole step, both from the same timed steps of
-    ``optimizer_comparison``: the medians in seconds and ``share``, the ratio of the medians."""
-    default = comparison["default"]
-    phase = statistics.median(comparison["optimizer_seconds"][default])
-    step = statistics.median(comparison["step_seconds"][default])
-    return {"optimizer_seconds": phase, "step_seconds": step, "share": phase / step}
-
-
-# Tensor-sized reads and writes per parameter in one Adam update (torch.optim.adam without weight decay
-# or amsgrad). The for-loop: lerp_ 3 (reads the first moment and the gradient, writes the moment), mul_
-# 2, addcmul_ 3, sqrt 2, div 2, add_ 2, addcdiv_ 4; fused: reads the parameter, its gradient and both
-# moments, writes the parameter and both moments.
-ADAM_PASSES = {"for-loop": 18, "fused": 7}
-ADAM_TEMPORARIES = 2  # the for-loop's sqrt and div each write a new tensor the size of the parameter
-
-
-def adam_memory_account(comparison: dict, fresh: dict, reused: dict) -> dict:
-    """The for-loop Adam's optimizer phase counted as memory traffic, from the speed of a plain copy into
-    a fresh and into a reused buffer (``dataparallel.copy_seconds_per_byte`` results), in seconds:
-
-    ``passes``: its ``ADAM_PASSES`` over every parameter's bytes at the reused-buffer speed (a copy makes
-    two passes over its bytes, a read and a write); ``first_touch``: what fresh pages add to its
-    ``ADAM_TEMPORARIES`` temporaries, counted for parameters of ``models.MMAP_THRESHOLD_MAX`` or more (those
-    temporaries get fresh pages every step; smaller ones reuse freed memory); ``fused_passes``: fused Adam's
-    passes; ``measured`` and ``fused_measured``: the medians of ``optimizer_comparison``."""
-    sizes = comparison["parameter_bytes"]
-    per_pass = reused["seconds_per_byte"] / 2
-    fresh_extra = max(fresh["seconds_per_byte"] - reused["seconds_per_byte"], 0.0)
-    large = sum(size for size in sizes if size >= MMAP_THRESHOLD_MAX)
-    timed = comparison["optimizer_seconds"]
-    return {
-        "passes": ADAM_PASSES["for-loop"] * sum(sizes) * per_pass,
-        "first_touch": ADAM_TEMPORARIES * large * fresh_extra,
-        "fresh_bytes": ADAM_TEMPORARIES * large,
-        "fused_passes": ADAM_PASSES["fused"] * sum(sizes) * per_pass,
-        "measured": statistics.median(timed["for-loop"]),
-        "fused_measured": statistics.median(timed["fused"]) if "fused" in timed else None,
-    }
-
-
-def explain_adam(comparison: dict, fresh: dict, reused: dict) -> str:
-    """What ``optimizer_comparison`` says about fused Adam against the default and, where the default is
-    the for-loop, the default's phase counted as memory traffic (``adam_memory_account``, from a copy into a
-    fresh and into a reused buffer: ``dataparallel.copy_seconds_per_byte`` results) against the measured
-    time, and how much of the measured time that count accounts for. Plain text."""
-    fused = comparison["speedups"].get("fused")
-    if fused is None:
-        return f"fused Adam is not available here ({comparison['unavailable'].get('fused', '')})"
-    if fused["verdict"] != "faster":
-        return (
-            f"fused Adam against the default: {describe_speedup(fused)}, so fewer passes over memory and no "
-            "temporaries did not shorten the optimizer phase here"
-        )
-    text = (
-        f"fused Adam against the default: {describe_speedup(fused)}, {1 - 1 / fused['speedup']:.0%} less "
-        "time in the optimizer phase"
-    )
-    if comparison["default"] != "for-loop" or "fused" not in comparison["optimizer_seconds"]:
-        return text + (
-            f": it makes {ADAM_PASSES['fused']} tensor-sized reads and writes per parameter where the "
-            f"for-loop makes {ADAM_PASSES['for-loop']}, and writes no temporaries"
-        )
-    found = adam_memory_account(comparison, fresh, reused)
-    counted_seconds = found["passes"] + found["first_touch"]
-    coverage = counted_seconds / found["measured"]
-    text += (
-        f". Counted from the two copies, the default's {found['measured'] * 1e3:.1f} ms hold about "
-        f"{found['first_touch'] * 1e3:.1f} ms ({found['first_touch'] / found['measured']:.0%}) of first "
-        f"writes to fresh pages (its sqrt and div write {found['fresh_bytes'] / MIB:,.0f} MiB of new "
-        f"tensors every step) and about {found['passes'] * 1e3:.1f} ms for its {ADAM_PASSES['for-loop']} "
-        "tensor-sized reads and writes of every parameter at the reused-buffer speed (a copy is one read "
-        "and one write, so each pass takes half a copy's time); fused Adam makes "
-        f"{ADAM_PASSES['fused']} such passes (about {found['fused_passes'] * 1e3:.1f} ms; measured "
-        f"{found['fused_measured'] * 1e3:.1f} ms) and writes no temporaries"
-    )
-    if 1 / (1 + 2 * MATTERS) <= coverage <= 1 + 2 * MATTERS:
-        return text + (
-            f". The count comes to {coverage:.0%} of the measured phase: memory traffic, not Adam's "
-            "arithmetic, is the optimizer's time"
-        )
-    if coverage > 1:
-        return text + (
-            f". The count comes to {coverage:.0%} of the measured phase: the plain copies' speeds do not "
-            "carry over to Adam's passes here, so the count does not say where its time goes"
-        )
-    return text + (
-        f". The count comes to {coverage:.0%} of the measured phase, so memory traffic alone does not "
-        "account for the optimizer's time here"
+        f"; medians of {steps} profiled steps each: work that bf16 does not change (everything else) moving "
+        "by as much is this attribution's noise, and the timed steps above, not these, measure the difference"
     )
