@@ -134,20 +134,6 @@ def test_profile_refuses_a_batch_larger_than_the_data(clips):
         profiling.profile_training_step("LinearNet", clips, batch_size=21)
 
 
-def test_phase_clock_times_each_phase_of_a_training_step():
-    """``training_step`` enters ``phase(name)`` around each phase; the clock keeps the host seconds."""
-    model = nn.Linear(4, 2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    clock = profiling.PhaseClock(torch.device("cpu"))
-    loss, logits = train.training_step(
-        model, optimizer, torch.randn(3, 4), torch.tensor([0, 1, 0]), nn.functional.cross_entropy, phase=clock
-    )
-    seconds = clock.seconds()
-    assert list(seconds) == list(profiling.PHASES)
-    assert all(host > 0 and device is None for host, device in seconds.values())
-    assert logits.shape == (3, 2) and not loss.requires_grad
-
-
 def test_verdict_reads_the_two_clocks():
     gpu_bound = {"host_seconds": 0.001, "device_seconds": 0.010}
     host_bound = {"host_seconds": 0.010, "device_seconds": 0.001}
@@ -272,7 +258,9 @@ def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
     outside = profiling.profile_sentence(fake_profile({}, step_ms=200), swept_record([0.2, 0.2, 0.2]))
     assert "the profiled steps took 2.00× the unprofiled median (1.82–2.22×), the profiler's own" in outside
     wide = profiling.profile_sentence(fake_profile({}, step_ms=100, profiled_ms=[60, 100, 160]))
-    assert wide.endswith("the steps spread too widely to show the profiler's own bookkeeping.")
+    assert wide.endswith(
+        "the two spread too widely to tell whether the profiler's own bookkeeping adds time."
+    )
     # the sweep's 200 ms over the unprofiled 90-110 ms: 2.00x (0.2/0.11 = 1.82 to 0.2/0.09 = 2.22)
     assert outside.endswith(
         "the unprofiled steps against those: faster, 2.00× (1.82–2.22×). The two timings differ: the "

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_sizes
-from helpers.profiling import PHASES, PhaseClock
+from helpers.phase_clock import PHASES, PhaseClock
 from helpers.stats import MATTERS, describe_speedup, speedup
 from helpers.train import (
     WARMUP_STEPS,

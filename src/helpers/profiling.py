@@ -7,10 +7,8 @@ the GPU waits for Python and kernel launches. On a CPU both are the same process
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
-import time
 import warnings
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before the profiler loads: no GPU probing noise on CPU
@@ -23,6 +21,7 @@ from torch.utils.data import TensorDataset
 
 from helpers.ddp import significant
 from helpers.models import build_model
+from helpers.phase_clock import PHASES, PhaseClock
 from helpers.stats import MATTERS, Spread, describe_speedup, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
@@ -35,46 +34,8 @@ from helpers.train import (
     training_step,
 )
 
-PHASES = ("forward", "backward", "optimizer")
 PROFILED_STEPS = 5  # each under its own profiler: what a profile says comes with its spread over steps
 TIMES = ("cpu_time_total", "self_cpu_time_total", "device_time_total", "self_device_time_total")
-
-
-class PhaseClock:
-    """Times the phases of one ``train.training_step`` (pass it as ``phase``): the host clock around each
-    phase and, on a GPU, a pair of CUDA events recorded on the current stream.
-
-    Autograd runs a GPU's backward on its own device thread, but enqueues each backward kernel on the
-    stream of its forward operation (the current stream here), and ``loss.backward()`` returns only once
-    they are enqueued, so the events on that stream bracket the backward's kernels too. An event pair
-    measures the phase's span on the GPU: its kernels and any gaps while the GPU waits for the host.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.gpu = device if device.type == "cuda" else None
-        self._marks: dict[str, tuple] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        events = None
-        if self.gpu is not None:
-            events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            events[0].record(torch.cuda.current_stream(self.gpu))
-        start = time.perf_counter()
-        yield
-        host = time.perf_counter() - start
-        if events is not None:
-            events[1].record(torch.cuda.current_stream(self.gpu))
-        self._marks[name] = (host, events)
-
-    def seconds(self) -> dict[str, tuple[float, float | None]]:
-        """``{phase: (host seconds, device seconds or None)}``, read after the GPU has finished."""
-        if self.gpu is not None:
-            torch.cuda.synchronize(self.gpu)
-        return {
-            name: (host, events[0].elapsed_time(events[1]) / 1e3 if events else None)
-            for name, (host, events) in self._marks.items()
-        }
 
 
 def event_rows(events) -> list[dict]:
@@ -331,7 +292,7 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
         if cost["verdict"] == "no measurable difference":
             text += ": no measurable difference, so the profiler's own bookkeeping does not show"
         elif cost["verdict"] == "not resolved":
-            text += ": the steps spread too widely to show the profiler's own bookkeeping"
+            text += ": the two spread too widely to tell whether the profiler's own bookkeeping adds time"
         else:
             text += (
                 f": the profiled steps took {cost['speedup']:.2f}× the unprofiled median "

@@ -25,7 +25,7 @@ from helpers.costmodel import recommend, timemodel
 from helpers.costmodel.specs import gpu_key
 from helpers.dataparallel import stored_copy_calibration
 from helpers.hardware import usable_cores
-from helpers.profiling import PhaseClock
+from helpers.phase_clock import PhaseClock
 from helpers.results import ResultStore
 from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_step
 
