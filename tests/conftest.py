@@ -1,4 +1,5 @@
-"""Shared fixtures: the real FSDD recordings and throwaway folders for caches and results."""
+"""Shared fixtures: the real FSDD recordings, synthetic clips of their shape, and throwaway folders for caches
+and results."""
 
 import os
 import shutil
@@ -7,7 +8,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
+from torch.utils.data import TensorDataset
 
+from helpers import data
 from helpers.data import DatasetError, find_recordings
 
 
@@ -116,3 +120,13 @@ def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
         results = launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=output)
     assert not worker_processes(tag), "the two-node launch left processes behind"
     return output, results
+
+
+@pytest.fixture(scope="session")
+def clips():
+    """20 synthetic clips of FSDD's shape: enough for a step, without the recordings."""
+    generator = torch.Generator().manual_seed(0)
+    return TensorDataset(
+        torch.randn(20, 1, data.CLIP_SAMPLES, generator=generator) * 0.1,
+        torch.randint(0, 10, (20,), generator=generator),
+    )

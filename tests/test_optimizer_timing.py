@@ -2,20 +2,8 @@
 counted as memory traffic by hand."""
 
 import pytest
-import torch
-from torch.utils.data import TensorDataset
 
-from helpers import data, optimizer_timing, results
-
-
-@pytest.fixture(scope="module")
-def clips():
-    """20 synthetic clips of FSDD's shape: enough for a step, without the recordings."""
-    generator = torch.Generator().manual_seed(0)
-    return TensorDataset(
-        torch.randn(20, 1, data.CLIP_SAMPLES, generator=generator) * 0.1,
-        torch.randint(0, 10, (20,), generator=generator),
-    )
+from helpers import optimizer_timing, results
 
 
 def test_adam_implementations_are_timed_against_torchs_default(clips, tmp_path):

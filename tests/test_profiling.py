@@ -8,21 +8,10 @@ import pandas as pd
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
-from helpers import data, profiling, stats, train
+from helpers import profiling, stats, train
 
 CUDA_TABLE = Path(__file__).parent / "data" / "profile-cuda-key-averages.json"
-
-
-@pytest.fixture(scope="module")
-def clips():
-    """20 synthetic clips of FSDD's shape: enough for a step, without the recordings."""
-    generator = torch.Generator().manual_seed(0)
-    return TensorDataset(
-        torch.randn(20, 1, data.CLIP_SAMPLES, generator=generator) * 0.1,
-        torch.randint(0, 10, (20,), generator=generator),
-    )
 
 
 @pytest.fixture(scope="module")
