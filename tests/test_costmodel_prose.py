@@ -195,6 +195,12 @@ def test_the_price_per_gpu_premium_is_said_per_machine_from_the_price_table():
     """AWS p3 and p5 charge the same per GPU on every machine (p3.8xlarge: 12.24 / 4 = 3.06, the
     p3.2xlarge's); g6.12xlarge charges 4.6016 / 4 = 1.1504 per GPU against g6.xlarge's 0.8048: 1.43×."""
     note = prose.price_per_gpu_sentences()["price_per_gpu_note"]
-    assert "every machine (AWS p3 and AWS p5) that is k / speed-up" in note
+    assert note.startswith(
+        "Where a machine charges the same per GPU as its one-GPU offer (AWS p3.8xlarge, AWS p3.16xlarge and "
+        "AWS p5.48xlarge) that is k ÷ speed-up"
+    )
     assert "AWS g6.12xlarge 1.43×" in note and "AWS g6e.48xlarge 2.02×" in note
-    assert "p5en" not in note and "p4d" not in note  # no one-GPU offer of their GPU to compare with
+    assert note.endswith(
+        "AWS p4d.24xlarge, AWS p4de.24xlarge and AWS p5en.48xlarge have no one-GPU offer of their GPU to "
+        "compare with."
+    )

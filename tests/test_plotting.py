@@ -138,10 +138,12 @@ def test_dataparallel_figures_name_the_hardware():
     assert {4.0, 7.0, 10.0, 19.0} <= set(plotted)  # every epoch time is drawn
     phases = pd.DataFrame(
         {"model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"], "replicas": [1, 2, 1, 2],
-         "phase": ["scatter_inputs", "reduce_gradients"] * 2, "seconds": [0.1, 0.2, 1.0, 1.1]}
+         "phase": ["scatter_inputs", "reduce_gradients"] * 2, "seconds": [0.1, 0.2, 1.0, 1.1],
+         "batch_size": 30}
     )  # fmt: skip
     breakdown = plotting.plot_phase_breakdown(phases, HARDWARE)
     assert HARDWARE in title(breakdown) and fits_the_column(breakdown)
+    assert "step goes at batch 30, phase by phase (first at the bottom)" in title(breakdown)
     heights = sorted(height for axis in breakdown.axes for height in bar_heights(axis))
     assert heights == pytest.approx([100, 200, 1000, 1100])  # in ms
     assert {axis.get_ylabel() for axis in breakdown.axes} == {"ms per step"}

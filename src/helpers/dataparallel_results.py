@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from torch.utils.data import TensorDataset
 
-from helpers.dataparallel import TRANSFER_PHASES, bytes_per_epoch
+from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
@@ -276,15 +276,17 @@ def steps_frame(records: list[dict]) -> pd.DataFrame:
 
 
 def phase_frame(records: list[dict]) -> pd.DataFrame:
-    """Median seconds and bytes of each phase of ``dataparallel_timing`` records, one row per phase."""
+    """Median seconds and bytes of each phase of ``dataparallel_timing`` records, one row per phase, in the
+    order a step runs them (``dataparallel.PHASES``)."""
     return pd.DataFrame(
         [
             {"model": record["config"]["model"], "replicas": record["result"]["replicas"],
-             "batch_size": record["config"]["batch_size"], "phase": phase, "seconds": seconds,
+             "batch_size": record["config"]["batch_size"], "phase": phase,
+             "seconds": record["result"]["phase_seconds"][phase],
              "bytes": record["result"]["bytes_per_step"].get(phase, 0),
              "kind": "transfer" if phase in TRANSFER_PHASES else "compute"}
             for record in records
-            for phase, seconds in record["result"]["phase_seconds"].items()
+            for phase in PHASES if phase in record["result"]["phase_seconds"]
         ]
     )  # fmt: skip
 

@@ -247,9 +247,11 @@ def plot_phase_breakdown(phases: pd.DataFrame, hardware: str) -> plt.Figure:
         table.plot.bar(stacked=True, ax=axis, legend=False, colormap="tab10", width=0.7, rot=0)
         axis.set(title=model, xlabel="replicas", ylabel="ms per step")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    titled(figure, "Where a DataParallel step goes, phase by phase", hardware)
-    figure.subplots_adjust(bottom=0.36)
-    figure.legend(handles, labels, loc="lower center", ncol=3, frameon=False, fontsize=8)
+    batches = sorted(set(phases["batch_size"])) if "batch_size" in phases else []
+    at = f" at batch {', '.join(map(str, batches))}" if batches else ""
+    titled(figure, f"Where a DataParallel step goes{at}, phase by phase (first at the bottom)", hardware)
+    figure.subplots_adjust(bottom=0.4)
+    figure.legend(handles, labels, loc="lower center", ncol=3, frameon=False, fontsize=9.5)
     return figure
 
 

@@ -7,6 +7,7 @@ the GPU waits for Python and kernel launches. On a CPU both are the same process
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import warnings
@@ -22,7 +23,7 @@ from torch.utils.data import TensorDataset
 from helpers.ddp import significant
 from helpers.models import build_model
 from helpers.phase_clock import PHASES, PhaseClock
-from helpers.stats import MATTERS, Spread, describe_speedup, speedup, spread
+from helpers.stats import MATTERS, Spread, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
@@ -198,19 +199,45 @@ def phase_frame(profiles: dict[str, dict]) -> pd.DataFrame:
 def across_steps(result: dict, measure) -> Spread:
     """The ``Spread`` of ``measure(step)`` over the profiled steps of a ``profile_training_step`` result
     (``measure`` takes a step's ``events``, ``host_seconds`` and ``device_seconds``, as the result holds
-    them for its median step)."""
+    them for its median step): step-to-step jitter within one run, not the spread of independent runs."""
     return spread(measure(step) for step in result["profiled"])
 
 
+def operator_seconds(step: dict) -> dict[str, float]:
+    """Self seconds of each host operator of one profiled step (annotations and ``PROFILER_ROWS`` left out):
+    the device time of the kernels it launched on a GPU, its host self time on a CPU."""
+    column = "self_device_time_total" if step["device_seconds"] is not None else "self_cpu_time_total"
+    return {row["key"]: row[column] / 1e6 for row in step["events"]
+            if row["device_type"] == "CPU" and not row["is_user_annotation"]
+            and row["key"] not in PROFILER_ROWS}  # fmt: skip
+
+
+def median_operators(result: dict) -> pd.DataFrame:
+    """Every operator's self seconds over the profiled steps (``operator_seconds``; 0 in a step where it did
+    not run): ``median``, ``low`` and ``high`` per operator, costliest median first, with its ``calls`` per
+    step. What the chapter reads of a profile comes from these medians, so a table and a sentence agree."""
+    per_step = pd.DataFrame([operator_seconds(step) for step in result["profiled"]]).fillna(0.0)
+    calls = {row["key"]: row["count"] for row in result["events"]}
+    frame = pd.DataFrame({"median": per_step.median(), "low": per_step.min(), "high": per_step.max()})
+    frame["calls"] = [calls.get(name, 0) for name in frame.index]
+    return frame.sort_values("median", ascending=False).rename_axis("operator")
+
+
+def median_total(result: dict) -> float:
+    """The median over the profiled steps of each step's total (``step_total``)."""
+    return statistics.median(step_total(step) for step in result["profiled"])
+
+
 def host_device_verdict(result: dict) -> str:
-    """One sentence on whether the host runs ahead of the device in a profiled step."""
-    host = result["host_seconds"]
+    """One sentence on whether the host runs ahead of the device: the unprofiled steps' host time (their
+    phases' medians, without the profiler's own overhead) against the profiled steps' kernel time."""
+    host = sum(row["host_seconds"] for row in result["phases"])
     if result["device_seconds"] is None:
         return (
             f"On the CPU the host is the device: the {host * 1e3:.1f} ms of host time are the computation "
             "itself, so there is no queue for the host to run ahead of."
         )
-    device = result["device_seconds"]
+    device = median_total(result)
     if host < device:
         return (
             f"The host spent {host * 1e3:.1f} ms issuing work that kept the GPU busy for "
@@ -223,40 +250,43 @@ def host_device_verdict(result: dict) -> str:
 
 
 def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
-    """The ``rows`` costliest operators of a profiled step, self time in milliseconds (the device's column
-    only where there is a device apart from the host)."""
-    frame = pd.DataFrame(result["operators"]).head(rows).dropna(axis=1, how="all")
-    names = {
-        "host_self_seconds": "self time on the host (ms)",
-        "device_self_seconds": "self time on the GPU (ms)",
-    }
-    for column in [c for c in names if c in frame]:
-        frame[column] = (frame[column] * 1e3).map("{:,.1f}".format)
-    return frame.rename(columns=names).set_index("operator")
+    """The ``rows`` costliest operators of the profiled steps (``median_operators``): calls per step, the
+    median self time in milliseconds and its range over the steps (on a GPU, of the kernels each launched)."""
+    frame = median_operators(result).head(rows)
+    clock = "on the GPU" if result["device_seconds"] is not None else "on the host"
+    steps = len(result["profiled"])
+    return pd.DataFrame({
+        "calls per step": frame["calls"],
+        f"self time {clock} (ms), median": (frame["median"] * 1e3).map("{:,.1f}".format),
+        f"range over {steps} steps (ms)": [f"{low * 1e3:,.1f}–{high * 1e3:,.1f}"
+                                           for low, high in zip(frame["low"], frame["high"], strict=True)],
+    })  # fmt: skip
 
 
-def backward_forward_ratio(step: dict, operation: str = "convolution") -> float:
-    """Self time of the backward operators of ``operation`` over that of its forward operators in a profiled
-    step (``profile_training_step``'s median step, or one of its ``profiled``; device time on a GPU).
+def backward_forward_ratio(seconds: dict[str, float], operation: str = "convolution") -> float:
+    """Self time of the backward operators of ``operation`` over that of its forward operators, from
+    ``{operator: seconds}`` (``operator_seconds`` of a step, or the medians of ``median_operators``).
     Summed over every operator whose name contains ``operation``: which one holds the time depends on the
     backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs)."""
-    column = "self_device_time_total" if step["device_seconds"] is not None else "self_cpu_time_total"
-    backward = forward = 0.0
-    for row in step["events"]:
-        if row["device_type"] == "CPU" and not row["is_user_annotation"] and operation in row["key"]:
-            if "backward" in row["key"]:
-                backward += row[column]
-            else:
-                forward += row[column]
+    backward = sum(t for name, t in seconds.items() if operation in name and "backward" in name)
+    forward = sum(t for name, t in seconds.items() if operation in name and "backward" not in name)
     if not forward:
         raise ValueError(f"no forward {operation} operator in the profiled step")
     return backward / forward
 
 
+def backward_forward(result: dict, operation: str = "convolution") -> Spread:
+    """``backward_forward_ratio`` of the profiled steps: the ratio of the operators' medians (what the
+    operator table gives), with the range of each step's own ratio."""
+    each = across_steps(result, lambda step: backward_forward_ratio(operator_seconds(step), operation))
+    medians = median_operators(result)["median"].to_dict()
+    return dataclasses.replace(each, median=backward_forward_ratio(medians, operation))
+
+
 def ratio_text(measured: Spread, of: str = "") -> str:
-    """``2.58× (2.41–2.66× over 5 profiled steps)``, ``of`` following the median's ×."""
+    """``2.58× (2.41–2.66× over 5 steps of one run)``, ``of`` following the median's ×."""
     interval = f"{measured.low:.2f}–{measured.high:.2f}×"
-    return f"{measured.median:.2f}×{of} ({interval} over {measured.count} profiled steps)"
+    return f"{measured.median:.2f}×{of} ({interval} over {measured.count} steps of one run)"
 
 
 def backward_sentence(measured: Spread, expected: float) -> str:
@@ -274,9 +304,9 @@ def backward_sentence(measured: Spread, expected: float) -> str:
 
 def profile_sentence(result: dict, swept: dict | None = None) -> str:
     """The profiled steps against the unprofiled steps that timed its phases, and, where the batch-size
-    sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps:
-    a difference is what the two steps do not share (the sweep's step also zeroes gradients and indexes
-    its batch), a difference inside ``MATTERS`` is agreement, and a spread too wide to tell is said as such.
+    sweep timed the same batch (``swept``: its ``step_timing`` record), those against the sweep's steps,
+    another run: whether the two runs' ranges overlap, else by how much they differ, with no verdict (a
+    ``speedup`` interval holds within one run only) and no cause that was not measured.
 
     On a CPU the profiled steps' host time is set against the unprofiled steps' (the profiler's own cost);
     on a GPU their kernels' summed time against the unprofiled steps' CUDA-event spans: the share of the
@@ -311,28 +341,21 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
         )
     if swept:
         swept_steps = swept["result"]["step_seconds_all"]
-        change = speedup(swept_steps, result["step_seconds_all"])
-        text += (
-            f". The batch-size sweep timed this batch at {milliseconds(swept_steps)}; the unprofiled steps "
-            f"against those: {describe_speedup(change)}"
-        )
-        within = change["low"] >= 1 / (1 + MATTERS) and change["high"] <= 1 + MATTERS
-        if change["verdict"] == "not resolved":
-            text += f". These few steps spread too widely to say whether the two agree within {MATTERS:.0%}"
-        elif within and change["verdict"] in ("faster", "slower"):
-            gap = abs(change["speedup"] - 1)
-            text += f". The two agree within {MATTERS:.0%}, though measurably apart by {gap:.0%}"
-        elif change["verdict"] == "faster":  # the sweep's step over the phases': the sweep's took longer
-            text += (
-                ". The two timings differ: the unprofiled step here is the sum of its three timed phases, "
-                "without the zeroing of gradients and the batch indexing that the sweep's step includes"
-            )
-        elif change["verdict"] == "slower":
-            text += (
-                f". The two timings differ by {abs(1 / change['speedup'] - 1):.0%}, though the unprofiled "
-                "step here leaves out work the sweep's step includes (the zeroing of gradients, the batch "
-                "indexing): the same work timed in two runs minutes apart differs by that much here"
-            )
+        there = spread(swept_steps)
+        text += f". The batch-size sweep, another run, timed this batch at {milliseconds(swept_steps)}"
+        if there.low <= unprofiled.high and unprofiled.low <= there.high:
+            text += ": the two runs' ranges overlap"
+        else:
+            gap = unprofiled.median / there.median - 1
+            left_out = "the sweep's zeroing of gradients and batch indexing"
+            text += f": the unprofiled steps here took {abs(gap):.0%} {'longer' if gap > 0 else 'less'}"
+            if gap > 0:
+                text += (f", although they leave out {left_out}: a drift between runs that one run cannot "
+                         "explain, so compare step times within one run")  # fmt: skip
+            else:
+                text += (
+                    f", and they leave out {left_out}: that work and drift between runs cannot be told apart"
+                )
     return text + "."
 
 
@@ -343,30 +366,33 @@ CATEGORIES = (
 )
 
 
-def operator_categories(result: dict) -> dict[str, float]:
-    """Seconds of a profiled step by kind of operator (``CATEGORIES``), from its whole operator table: host
-    self time on a CPU, the time of the kernels each operator launched on a GPU; "everything else" is the
-    rest of the step's total (the phases' host wall time, or the GPU's kernel time)."""
-    gpu = result["device_seconds"] is not None
-    column = "self_device_time_total" if gpu else "self_cpu_time_total"
+def operator_categories(seconds: dict[str, float], total: float) -> dict[str, float]:
+    """Seconds by kind of operator (``CATEGORIES``) of ``{operator: seconds}`` (``operator_seconds`` of a
+    step, or the medians of ``median_operators``); "everything else" is the rest of ``total``, the step's
+    (``step_total``: the phases' host wall time, or the GPU's kernel time)."""
     totals = dict.fromkeys([name for name, _ in CATEGORIES], 0.0)
-    for row in result["events"]:
-        if row["device_type"] == "CPU" and not row["is_user_annotation"]:
-            category = next((name for name, test in CATEGORIES if test(row["key"])), None)
-            if category:
-                totals[category] += row[column] / 1e6
-    step = result["device_seconds"] if gpu else result["host_seconds"]
-    totals["everything else"] = max(step - sum(totals.values()), 0.0)
+    for operator, time in seconds.items():
+        category = next((name for name, test in CATEGORIES if test(operator)), None)
+        if category:
+            totals[category] += time
+    totals["everything else"] = max(total - sum(totals.values()), 0.0)
     return totals
 
 
 def category_shares(result: dict) -> dict[str, Spread]:
-    """Each kind of operator's share of the profiled step (``operator_categories`` over the step's total),
-    with its spread over the profiled steps of a ``profile_training_step`` result."""
-    return {
-        name: across_steps(result, lambda step, name=name: operator_categories(step)[name] / step_total(step))
-        for name, _ in CATEGORIES
-    }
+    """Each kind of operator's share of a profiled step: the operators' medians over the median step total
+    (what the operator table and the step times give), with the range of each step's own share."""
+    medians = operator_categories(median_operators(result)["median"].to_dict(), median_total(result))
+    shares = {}
+    for name, _ in CATEGORIES:
+        each = across_steps(
+            result,
+            lambda step, name=name: (
+                operator_categories(operator_seconds(step), step_total(step))[name] / step_total(step)
+            ),
+        )
+        shares[name] = dataclasses.replace(each, median=medians[name] / median_total(result))
+    return shares
 
 
 def step_total(step: dict) -> float:
@@ -374,9 +400,12 @@ def step_total(step: dict) -> float:
     return step["device_seconds"] if step["device_seconds"] is not None else step["host_seconds"]
 
 
-def share_text(share: Spread) -> str:
-    """``85 % (83–86 % over 5 profiled steps)``."""
-    return f"{share.median:.0%} ({share.low:.0%}–{share.high:.0%} over {share.count} profiled steps)"
+def share_text(share: Spread, on_gpu: bool) -> str:
+    """``93% of a profiled step (92–94% over 5 steps of one run)``; on a GPU, of its kernel time."""
+    of = "a profiled step's GPU kernel time" if on_gpu else "a profiled step"
+    return (
+        f"{share.median:.0%} of {of} ({share.low:.0%}–{share.high:.0%} over {share.count} steps of one run)"
+    )
 
 
 PRECISION_STEPS = 3  # profiled steps per model and precision: bf16 convolutions are slow on a CPU
@@ -389,19 +418,19 @@ def precision_profiles(
     device: str = "auto",
     profiled_steps: int = PRECISION_STEPS,
 ) -> pd.DataFrame:
-    """Each model in float32 and under bf16 autocast, by kind of operator (``operator_categories``), the
-    median over ``profiled_steps`` profiled steps: one row per model, precision and category, in seconds."""
+    """Each model in float32 and under bf16 autocast, by kind of operator (``operator_categories`` of the
+    operators' medians over ``profiled_steps`` profiled steps): one row per model, precision and category,
+    in seconds."""
     rows = []
     for name in names:
         for precision, dtype in (("float32", None), ("bf16", torch.bfloat16)):
             result = profile_training_step(name, train_set, batch_size=batch_size, device=device,
                                            timed_steps=1, profiled_steps=profiled_steps,
                                            autocast_dtype=dtype)  # fmt: skip
-            by_step = [operator_categories(step) for step in result["profiled"]]
-            rows += [{"model": name, "precision": precision, "category": category,
-                      "seconds": statistics.median(step[category] for step in by_step),
+            medians = operator_categories(median_operators(result)["median"].to_dict(), median_total(result))
+            rows += [{"model": name, "precision": precision, "category": category, "seconds": seconds,
                       "profiled_steps": profiled_steps}
-                     for category in by_step[0]]  # fmt: skip
+                     for category, seconds in medians.items()]  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -427,10 +456,9 @@ def whole_ms(seconds: float) -> str:
 
 def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
-    arithmetic (convolutions if it has any, else matrix products), the conversions, everything else (the
-    optimizer's update runs in float32 either way: the work there barely changes, so its change shows how
-    noisy the profiler's attribution is), and which kind of operator holds most of the difference.
-    Plain text (no markup), to be glued into a sentence."""
+    arithmetic (convolutions if it has any, else matrix products), the conversions, everything else, and
+    which kind of operator holds most of the difference. Where, not how much: the profiled steps' totals
+    need not match the timed steps', which measure the difference. Plain text, to be glued into a sentence."""
     rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
     main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
     extra = rows["bf16"] - rows["float32"]
@@ -439,21 +467,11 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     text = (
         f"{model}'s {main} took {main_ms['bf16']} ms in bf16 against {main_ms['float32']} ms in float32, "
         f"conversions and copies added {whole_ms(extra['conversions and copies'])} ms, and everything else "
-        f"(the optimizer's update, in float32 either way, and the other operators) took {rest_ms['bf16']} "
-        f"ms against {rest_ms['float32']} ms"
+        f"(pooling, activations, the optimizer's update and the other operators) took {rest_ms['bf16']} ms "
+        f"against {rest_ms['float32']} ms"
     )
-    if extra.sum() <= 0:
-        text += f": the bf16 step was {significant(-extra.sum() * 1e3)} ms shorter"
-    else:
-        largest = extra.idxmax()
-        cause = {main: f"in the bf16 {main} themselves, not in the conversions",
-                 "conversions and copies": f"in the conversions, not in the {main}",
-                 "everything else": "in the other operators (pooling, activations, the optimizer), not in "
-                 f"the {main} or the conversions"}.get(largest, f"in the {largest}")  # fmt: skip
-        longer = significant(extra.sum() * 1e3)
-        text += f": of the {longer} ms that the bf16 step took longer, the most is {cause}"
-    steps = int(profiles["profiled_steps"].iloc[0])
-    return text + (
-        f"; medians of {steps} profiled steps each: work that bf16 does not change (everything else) moving "
-        "by as much is this attribution's noise, and the timed steps above, not these, measure the difference"
-    )
+    saved = extra.sum() <= 0
+    largest = extra.idxmin() if saved else extra.idxmax()
+    where = {main: f"in the {main}", "conversions and copies": "in the conversions and copies",
+             "everything else": "in everything else"}.get(largest, f"in the {largest}")  # fmt: skip
+    return text + f": most of what bf16 {'saved' if saved else 'added'} is {where}"

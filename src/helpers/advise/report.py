@@ -247,7 +247,7 @@ def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
         flops = c.training_flops_per_sample
         rows.append({
             "model": name, "parameters": f"{c.parameters:,}", "training MFLOP per sample": plain(flops / 1e6),
-            "host ops per step": gpus.ops_per_step(c.name),
+            "host ops per step (layers, loss, optimizer)": gpus.ops_per_step(c.name),
             "kept for backward per sample (KiB)": plain(c.activation_bytes_per_sample / 2**10),
             "gradient (MiB)": plain(c.gradient_bytes / 2**20),
             "FLOPs per gradient byte, per sample": plain(flops / c.gradient_bytes),

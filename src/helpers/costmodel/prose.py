@@ -325,36 +325,33 @@ def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:
 
 
 def price_per_gpu_sentences() -> dict[str, str]:
-    """How a k-GPU machine's price per GPU compares with the one-GPU offer of its GPU, per family of
-    offers: where it is the same, a result costs k / speed-up times the one-GPU offer's; where it is
-    higher, that premium times k / speed-up."""
-    flat, premiums = {}, []
+    """How each k-GPU machine's price per GPU compares with the one-GPU offer of its GPU: where it is the
+    same, a result costs k ÷ speed-up times the one-GPU offer's; where it is higher, that premium times
+    k ÷ speed-up; and which machines have no one-GPU offer to compare with."""
+    same, premiums, alone = [], [], []
     for config in configs.CONFIGURATIONS:
         single = configs.baseline(config)
-        if config.gpus == 1 or single is None or config.hourly_price is None:
+        if config.gpus == 1 or config.hourly_price is None:
+            continue
+        if single is None:
+            alone.append(config.name)
             continue
         premium = (config.hourly_price / config.gpus) / single.hourly_price
-        family = config.name.split(".")[0]
         if premium == 1:
-            flat.setdefault(family, True)
+            same.append(config.name)
         else:
-            flat[family] = False
             premiums.append(f"{config.name} {float(premium):.2f}×")
-    flat_families = [family for family, same in flat.items() if same]
-    text = (
-        (
-            f"Where the price per GPU is the same on every machine ({listing(flat_families)}) that is k / "
-            'speed-up, so "faster and no dearer" would need perfect scaling, and no machine lands there by '
-            "construction."
-        )
-        if flat_families
-        else ""
-    )
+    text = ""
+    if same:
+        text = (f"Where a machine charges the same per GPU as its one-GPU offer ({listing(same)}) that is "
+                "k ÷ speed-up, so \"faster and no dearer\" would need perfect scaling.")  # fmt: skip
     if premiums:
         text += (
-            " Where a larger machine charges more per GPU it is that premium times k / speed-up (per "
-            f"GPU, against its one-GPU offer: {listing(premiums)})."
+            " Where it charges more per GPU, it is that premium times k ÷ speed-up (per GPU, against "
+            f"the one-GPU offer: {listing(premiums)})."
         )
+    if alone:
+        text += f" {listing(alone)} have no one-GPU offer of their GPU to compare with."
     return {"price_per_gpu_note": text.strip()}
 
 
