@@ -96,6 +96,38 @@ def test_backward_work_goes_to_the_layer_that_did_it_not_to_an_identity_sibling(
     assert backward.loc["0: Linear", ["flops_per_sample", "kernels"]].tolist() == [48, 2]
 
 
+class DownsampledBlock(nn.Module):
+    """A ResNet basic block whose shortcut is a strided 1x1 convolution, run after the main branch (as
+    torchvision's ``BasicBlock`` does): in backward it is entered first and, its input being the model's,
+    never left, so a rule by open modules would credit it with the main branch's backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.downsample = nn.Sequential(nn.Conv2d(3, 8, 1, stride=2), nn.BatchNorm2d(8))
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1, stride=2), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        main = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(main + self.downsample(x))
+
+
+def test_a_branch_left_open_in_backward_does_not_take_in_the_other_branch_s_work():
+    """Each convolution's backward is its own, by the autograd node that runs it: per sample of 3x8x8,
+    the 1x1 shortcut makes 8·3·16 = 384 multiply-adds forward (768 FLOPs), conv1 8·27·16 = 3,456 (6,912
+    FLOPs), conv2 8·72·16 = 9,216 (18,432 FLOPs). In backward the shortcut and conv1, whose input is the
+    model's, compute only the weight gradient (the forward's FLOPs); conv2 also its input's (twice)."""
+    torch.manual_seed(0)
+    rows = counting.count(nn.Sequential(DownsampledBlock(), nn.Flatten()), (3, 8, 8), optimizer="sgd",
+                          label="block").layer_table()  # fmt: skip
+    backward = rows[rows["phase"] == "backward"].set_index("layer")
+    assert backward.loc["0.downsample.0: Conv2d", "flops_per_sample"] == 768
+    assert backward.loc["0.conv1: Conv2d", "flops_per_sample"] == 6_912
+    assert backward.loc["0.conv2: Conv2d", "flops_per_sample"] == 2 * 18_432
+    assert {"0.bn1: BatchNorm2d", "0.bn2: BatchNorm2d", "0.downsample.1: BatchNorm2d"} <= set(backward.index)
+    assert (backward["kind"] == "conv").sum() == 3
+
+
 def test_the_digest_of_a_model_s_costs_is_the_same_in_every_process():
     """Python's hash seed changes the iteration order of sets from process to process; the layer each op
     is attributed to, and so the digest chapter 7 keys its records by, must not depend on it (seeds 1

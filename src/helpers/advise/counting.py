@@ -8,7 +8,8 @@ mode that sees every ATen op with the module that issued it (``torch.utils.modul
 count 0 there), the bytes of its tensor inputs and outputs (each kernel reads its inputs and writes its
 outputs once, the book's convention), and whether it launches work (views and aliases do not). What grows
 from batch 2 to 4 is per sample, what does not (the weights) is per step. A layer is the innermost module
-that issued an op; ops issued outside every module are the loss's, priced as the book prices a loss.
+that issued an op in forward, and in backward the module whose forward created the autograd node running
+it (``NodeOwners``); ops issued outside every module are the loss's, priced as the book prices a loss.
 """
 
 from __future__ import annotations
@@ -133,12 +134,59 @@ class OrderedModuleTracker(ModuleTracker):
         return max(open_modules, key=lambda name: (name.count("."), self.entered.get(name, -1)))
 
 
+class NodeOwners:
+    """Which module's forward created each autograd node of a pass, so that a backward op is credited to
+    the module whose forward it differentiates (``torch._C._current_autograd_node()`` names the node that
+    is running). ``ModuleTracker`` alone cannot tell in backward: a module whose input needs no gradient is
+    never left, and a deeper one left open (a ResNet block's downsample branch) would take in every later
+    backward op.
+
+    After each module's forward (innermost first), the nodes reachable from its outputs that no inner module
+    claimed, stopping at its inputs' nodes, are its own. Nodes no module created (the loss's, the
+    accumulation of a parameter's gradient: views that launch nothing) are left to ``ModuleTracker``.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        root = type(model).__name__
+        self.names = {module: f"{root}.{name}" if name else root for name, module in model.named_modules()}
+        self.owner: dict = {}
+        self._inputs: dict = defaultdict(list)
+        self._hooks = [hook for module in model.modules()
+                       for hook in (module.register_forward_pre_hook(self._enter),
+                                    module.register_forward_hook(self._leave))]  # fmt: skip
+
+    @staticmethod
+    def _nodes(value) -> list:
+        leaves = torch.utils._pytree.tree_leaves(value)
+        return [t.grad_fn for t in leaves if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+    def _enter(self, module, args) -> None:
+        self._inputs[module].append(set(self._nodes(args)))
+
+    def _leave(self, module, args, output) -> None:
+        stop, todo = self._inputs[module].pop(), self._nodes(output)
+        while todo:
+            node = todo.pop()
+            if node in self.owner or node in stop:
+                continue
+            self.owner[node] = self.names[module]
+            todo += [n for n, _ in node.next_functions if n is not None]
+
+    def of(self, node) -> str | None:
+        """The module whose forward created ``node``, None for a node no module created."""
+        return self.owner.get(node) if node is not None else None
+
+    def remove(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+
 class OpRecorder(TorchDispatchMode):
     """Every ATen op of a pass: (innermost module, phase, op name, FLOPs, bytes in and out, launches work)."""
 
-    def __init__(self, tracker: OrderedModuleTracker) -> None:
+    def __init__(self, tracker: OrderedModuleTracker, owners: NodeOwners) -> None:
         super().__init__()
-        self.tracker, self.ops = tracker, []
+        self.tracker, self.owners, self.ops = tracker, owners, []
         self.working: set[str] = set()  # modules that issued an op in forward
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -152,7 +200,8 @@ class OpRecorder(TorchDispatchMode):
         returns = func._schema.returns
         view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
         backward = self.tracker.is_bw
-        inner = self.tracker.innermost(self.working if backward else None)
+        owner = self.owners.of(torch._C._current_autograd_node()) if backward else None
+        inner = owner or self.tracker.innermost(self.working if backward else None)
         if not backward:
             self.working.add(inner)
         nbytes = 0 if view else sum(t.numel() * t.element_size() for t in tensors)
@@ -166,10 +215,14 @@ def record_step(model: nn.Module, batch: int, shape: tuple, bf16: bool) -> list[
     first, as ``zero_grad`` leaves them), under bfloat16 autocast when ``bf16``."""
     model.zero_grad(set_to_none=True)
     inputs = torch.zeros(batch, *shape)
-    with OrderedModuleTracker() as tracker, OpRecorder(tracker) as recorder:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            output = model(inputs)
-        output.float().sum().backward()
+    owners = NodeOwners(model)
+    try:
+        with OrderedModuleTracker() as tracker, OpRecorder(tracker, owners) as recorder:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                output = model(inputs)
+            output.float().sum().backward()
+    finally:
+        owners.remove()
     model.zero_grad(set_to_none=True)
     return recorder.ops
 
