@@ -265,6 +265,13 @@ def test_the_profiled_step_against_the_unprofiled_and_the_swept_ones():
     # 200 ms against 90-110 ms: 2.00x the median, 1.82-2.22x by the min-max pairing
     outside = profiling.profile_sentence(fake_profile({}, step_ms=200), swept_record([0.2, 0.2, 0.2]))
     assert "the profiled steps took 2.00× the unprofiled median (1.82–2.22×), the profiler's own" in outside
+    # 70 ms against 90-110 ms: the later, profiled steps ran faster, which no bookkeeping explains
+    earlier = profiling.profile_sentence(fake_profile({}, step_ms=70))
+    assert earlier.endswith(
+        "the profiled steps, which ran after the unprofiled ones, took 0.70× their median (0.64–0.78×), so "
+        "the gap is no bookkeeping of the profiler's but a change between the earlier and the later steps "
+        "of this run."
+    )
     wide = profiling.profile_sentence(fake_profile({}, step_ms=100, profiled_ms=[60, 100, 160]))
     assert wide.endswith(
         "the two spread too widely to tell whether the profiler's own bookkeeping adds time."

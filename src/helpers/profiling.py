@@ -323,11 +323,18 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
             text += ": no measurable difference, so the profiler's own bookkeeping does not show"
         elif cost["verdict"] == "not resolved":
             text += ": the two spread too widely to tell whether the profiler's own bookkeeping adds time"
-        else:
+        elif cost["speedup"] > 1:
             text += (
                 f": the profiled steps took {cost['speedup']:.2f}× the unprofiled median "
                 f"({cost['low']:.2f}–{cost['high']:.2f}×), the profiler's own bookkeeping and whatever "
                 "else the machine ran then"
+            )
+        else:
+            text += (
+                ": the profiled steps, which ran after the unprofiled ones, took "
+                f"{cost['speedup']:.2f}× their median ({cost['low']:.2f}–{cost['high']:.2f}×), so the gap is "
+                "no bookkeeping of the "
+                "profiler's but a change between the earlier and the later steps of this run"
             )
     else:
         kernels = across_steps(result, lambda step: step["device_seconds"])
