@@ -263,13 +263,18 @@ def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
     })  # fmt: skip
 
 
+DISPATCHERS = ("aten::convolution", "aten::_convolution")  # pick the backend's convolution and call it
+
+
 def backward_forward_ratio(seconds: dict[str, float], operation: str = "convolution") -> float:
     """Self time of the backward operators of ``operation`` over that of its forward operators, from
     ``{operator: seconds}`` (``operator_seconds`` of a step, or the medians of ``median_operators``).
     Summed over every operator whose name contains ``operation``: which one holds the time depends on the
-    backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs)."""
-    backward = sum(t for name, t in seconds.items() if operation in name and "backward" in name)
-    forward = sum(t for name, t in seconds.items() if operation in name and "backward" not in name)
+    backend (``mkldnn_convolution`` on CPUs, ``cudnn_convolution`` on GPUs); the operators that only
+    dispatch to it (``DISPATCHERS``) are left out, as the operator table leaves them out of its top rows."""
+    timed = {name: t for name, t in seconds.items() if operation in name and name not in DISPATCHERS}
+    backward = sum(t for name, t in timed.items() if "backward" in name)
+    forward = sum(t for name, t in timed.items() if "backward" not in name)
     if not forward:
         raise ValueError(f"no forward {operation} operator in the profiled step")
     return backward / forward
@@ -297,7 +302,7 @@ def backward_sentence(measured: Spread, expected: float) -> str:
     took = ratio_text(measured, " the forward's time")
     return (
         f"the backward convolutions took {took} for "
-        f"{expected:.2f}× its multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the "
+        f"{expected:.2f}× their multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the "
         f"forward ones ({pace})"
     )
 
@@ -351,7 +356,7 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
         there = spread(swept_steps)
         text += f". The batch-size sweep, another run, timed this batch at {milliseconds(swept_steps)}"
         if there.low <= unprofiled.high and unprofiled.low <= there.high:
-            text += ": the two runs' ranges overlap"
+            text += ": the unprofiled steps' range overlaps the sweep's"
         else:
             gap = unprofiled.median / there.median - 1
             left_out = "the sweep's zeroing of gradients and batch indexing"
@@ -474,11 +479,10 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     text = (
         f"{model}'s {main} took {main_ms['bf16']} ms in bf16 against {main_ms['float32']} ms in float32, "
         f"conversions and copies added {whole_ms(extra['conversions and copies'])} ms, and everything else "
-        f"(pooling, activations, the optimizer's update and the other operators) took {rest_ms['bf16']} ms "
-        f"against {rest_ms['float32']} ms"
+        f"took {rest_ms['bf16']} ms against {rest_ms['float32']} ms"
     )
-    saved = extra.sum() <= 0
-    largest = extra.idxmin() if saved else extra.idxmax()
-    where = {main: f"in the {main}", "conversions and copies": "in the conversions and copies",
-             "everything else": "in everything else"}.get(largest, f"in the {largest}")  # fmt: skip
-    return text + f": most of what bf16 {'saved' if saved else 'added'} is {where}"
+    largest = extra.abs().idxmax()
+    change = extra[largest] * 1e3
+    what = {main: f"the {main}", "conversions and copies": "the conversions and copies"}.get(largest, largest)
+    digits = 1 if abs(change) < 10 else 0
+    return text + f": in the profiled steps the largest change is in {what} ({change:+,.{digits}f} ms)"
