@@ -223,6 +223,16 @@ def median_operators(result: dict) -> pd.DataFrame:
     return frame.sort_values("median", ascending=False).rename_axis("operator")
 
 
+def median_seconds(result: dict) -> dict[str, float]:
+    """``{operator: median self seconds}`` over the profiled steps (``median_operators``)."""
+    return median_operators(result)["median"].to_dict()
+
+
+def median_categories(result: dict) -> dict[str, float]:
+    """``operator_categories`` of the operators' medians, against the median step total."""
+    return operator_categories(median_seconds(result), median_total(result))
+
+
 def median_total(result: dict) -> float:
     """The median over the profiled steps of each step's total (``step_total``)."""
     return statistics.median(step_total(step) for step in result["profiled"])
@@ -284,8 +294,7 @@ def backward_forward(result: dict, operation: str = "convolution") -> Spread:
     """``backward_forward_ratio`` of the profiled steps: the ratio of the operators' medians (what the
     operator table gives), with the range of each step's own ratio."""
     each = across_steps(result, lambda step: backward_forward_ratio(operator_seconds(step), operation))
-    medians = median_operators(result)["median"].to_dict()
-    return dataclasses.replace(each, median=backward_forward_ratio(medians, operation))
+    return dataclasses.replace(each, median=backward_forward_ratio(median_seconds(result), operation))
 
 
 def ratio_text(measured: Spread, of: str = "") -> str:
@@ -295,8 +304,8 @@ def ratio_text(measured: Spread, of: str = "") -> str:
 
 
 def backward_sentence(measured: Spread, expected: float) -> str:
-    """What the backward/forward time ratios of the profiled steps (``across_steps`` of
-    ``backward_forward_ratio``) say against the ratio of the arithmetic."""
+    """What the backward/forward time ratio of the profiled steps (``backward_forward``) says against the
+    ratio of the arithmetic."""
     relative = expected / measured.median
     pace = "faster" if relative > 1 else "slower"
     took = ratio_text(measured, " the forward's time")
@@ -338,8 +347,8 @@ def profile_sentence(result: dict, swept: dict | None = None) -> str:
             text += (
                 ": the profiled steps, which ran after the unprofiled ones, took "
                 f"{cost['speedup']:.2f}× their median ({cost['low']:.2f}–{cost['high']:.2f}×), so the gap is "
-                "no bookkeeping of the "
-                "profiler's but a change between the earlier and the later steps of this run"
+                "no bookkeeping of the profiler's but a change between the earlier and the later steps of "
+                "this run"
             )
     else:
         kernels = across_steps(result, lambda step: step["device_seconds"])
@@ -394,7 +403,7 @@ def operator_categories(seconds: dict[str, float], total: float) -> dict[str, fl
 def category_shares(result: dict) -> dict[str, Spread]:
     """Each kind of operator's share of a profiled step: the operators' medians over the median step total
     (what the operator table and the step times give), with the range of each step's own share."""
-    medians = operator_categories(median_operators(result)["median"].to_dict(), median_total(result))
+    medians, total = median_categories(result), median_total(result)
     shares = {}
     for name, _ in CATEGORIES:
         each = across_steps(
@@ -403,7 +412,7 @@ def category_shares(result: dict) -> dict[str, Spread]:
                 operator_categories(operator_seconds(step), step_total(step))[name] / step_total(step)
             ),
         )
-        shares[name] = dataclasses.replace(each, median=medians[name] / median_total(result))
+        shares[name] = dataclasses.replace(each, median=medians[name] / total)
     return shares
 
 
@@ -439,7 +448,7 @@ def precision_profiles(
             result = profile_training_step(name, train_set, batch_size=batch_size, device=device,
                                            timed_steps=1, profiled_steps=profiled_steps,
                                            autocast_dtype=dtype)  # fmt: skip
-            medians = operator_categories(median_operators(result)["median"].to_dict(), median_total(result))
+            medians = median_categories(result)
             rows += [{"model": name, "precision": precision, "category": category, "seconds": seconds,
                       "profiled_steps": profiled_steps}
                      for category, seconds in medians.items()]  # fmt: skip
