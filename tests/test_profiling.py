@@ -248,6 +248,17 @@ def test_where_bf16_loses_its_time():
     assert said.endswith("the largest change is in the convolutions (-500 ms)")
     small = profiles.assign(seconds=[0.01, 0.1, 0.0, 0.2, 0.005, 0.1, 0.0, 0.2])
     assert profiling.explain_precision(small, "ConvNet").endswith("in the convolutions (-5.0 ms)")
+    # the profiled totals, 1.3 s in float32 and 20.6 s in bf16 (0.06x), against what the timed steps say
+    inside = {"speedup": 0.07, "low": 0.05, "high": 0.08, "verdict": "slower"}
+    assert profiling.explain_precision(profiles, "ConvNet", inside).endswith(
+        "; the profiled totals (1,300 ms in float32, 20,600 ms in bf16: 0.06×) agree with the timed steps' "
+        "0.07× (0.05–0.08×)"
+    )
+    outside = {"speedup": 1.06, "low": 0.98, "high": 1.18, "verdict": "not resolved"}
+    assert profiling.explain_precision(profiles, "ConvNet", outside).endswith(
+        "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: 0.06×) do not reproduce the "
+        "timed steps' 1.06× (0.98–1.18×), so this profile does not explain it"
+    )
     assert "conversions and copies added under 1 ms" in profiling.explain_precision(
         profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 0.0004, 0.2]), "ConvNet"
     )

@@ -429,7 +429,7 @@ def share_text(share: Spread, on_gpu: bool) -> str:
     )
 
 
-PRECISION_STEPS = 3  # profiled steps per model and precision: bf16 convolutions are slow on a CPU
+PRECISION_STEPS = 5  # profiled steps per model and precision, as many as the timed steps
 
 
 def precision_profiles(
@@ -475,11 +475,12 @@ def whole_ms(seconds: float) -> str:
     return "under 1" if abs(seconds) < 0.5e-3 else f"{seconds * 1e3:,.0f}"
 
 
-def explain_precision(profiles: pd.DataFrame, model: str) -> str:
+def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = None) -> str:
     """Where ``model``'s bf16 step gains or loses time against float32 (``precision_profiles``): its main
     arithmetic (convolutions if it has any, else matrix products), the conversions, everything else, and
-    which kind of operator holds most of the difference. Where, not how much: the profiled steps' totals
-    need not match the timed steps', which measure the difference. Plain text, to be glued into a sentence."""
+    which kind of operator holds most of the difference. Where, not how much: the timed steps measure the
+    difference (``timed``: their ``stats.speedup`` of bf16 over float32), and a profile whose totals do not
+    reproduce it (a ratio outside the timed interval) is said not to explain it. Plain text, to be glued."""
     rows = profiles[profiles["model"] == model].pivot(index="category", columns="precision", values="seconds")
     main = "convolutions" if rows.loc["convolutions", "float32"] > 0 else "matrix products"
     extra = rows["bf16"] - rows["float32"]
@@ -494,4 +495,17 @@ def explain_precision(profiles: pd.DataFrame, model: str) -> str:
     change = extra[largest] * 1e3
     what = {main: f"the {main}", "conversions and copies": "the conversions and copies"}.get(largest, largest)
     digits = 1 if abs(change) < 10 else 0
-    return text + f": in the profiled steps the largest change is in {what} ({change:+,.{digits}f} ms)"
+    text += f": in the profiled steps the largest change is in {what} ({change:+,.{digits}f} ms)"
+    if timed is None:
+        return text
+    totals = rows.sum()
+    ratio = totals["float32"] / totals["bf16"]
+    said = (f"the profiled totals ({significant(totals['float32'] * 1e3)} ms in float32, "
+            f"{significant(totals['bf16'] * 1e3)} ms in bf16: {ratio:.2f}×)")  # fmt: skip
+    interval = f"{timed['speedup']:.2f}× ({timed['low']:.2f}–{timed['high']:.2f}×)"
+    if timed["low"] <= ratio <= timed["high"]:
+        return text + f"; {said} agree with the timed steps' {interval}"
+    return (
+        text
+        + f"; but {said} do not reproduce the timed steps' {interval}, so this profile does not explain it"
+    )
