@@ -2,6 +2,7 @@
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PROFILE ?= auto
+EDITION ?= auto
 STUDY_ARGS ?=
 
 .PHONY: setup gpu-check study book test lint clean-book
@@ -17,11 +18,11 @@ $(VENV)/.installed: pyproject.toml
 gpu-check: setup  ## every GPU path once, at a tiny size (minutes); exits 1 if one fails, 0 without GPUs
 	$(PYTHON) -m helpers.gpu_check
 
-study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/ (auto: gpu if CUDA, else cpu)
+study: setup  ## run the chapters of profile $(PROFILE) into book/chapters/$(PROFILE)/ (auto: gpu if CUDA, else cpu)
 	$(PYTHON) -m helpers.study --profile $(PROFILE) $(STUDY_ARGS)
 
-book: setup  ## HTML book from the executed chapters, without re-executing them
-	$(PYTHON) -m helpers.provenance
+book: setup  ## HTML book from the executed chapters of edition $(EDITION) (auto: GPU where executed), no re-execution
+	$(PYTHON) -m helpers.provenance --edition $(EDITION)
 	$(VENV)/bin/jupyter-book build . --toc book/_toc.yml -W -n --keep-going
 	@echo "Open _build/html/index.html"
 

@@ -26,7 +26,7 @@ HARDWARE = {
 def test_banner_names_hardware_and_profile(tmp_path):
     store = ResultStore("cpu", root=tmp_path, hardware=HARDWARE)
     line, limits = provenance.banner(store).data.split("\n\n")
-    assert line == "**Measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon · **profile** `cpu`"
+    assert line == "**CPU edition** · **measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon"
     assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL runs one rank
     assert "NCCL runs one rank" in limits
 
@@ -45,11 +45,14 @@ def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
     nbformat.write(executed, tmp_path / "book" / "chapters" / "01_a.ipynb")
     page = provenance.write_provenance_page().read_text()
     identifier = short_hash(HARDWARE)
-    assert "| 01_a | `gpu` | 2026-11-22T03:00:00+00:00 | 321.5 s | — | 1x NVIDIA H200 (140 GiB)" in page
+    assert (
+        "| 01_a | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon "
+        f"(`{short_hash(HARDWARE)}`) | — | where it measured | 2026-11-22T03:00:00+00:00 | 321.5 s | — |"
+    ) in page
     assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page
     assert "| 02_b | not executed yet |" in page
     edition = (tmp_path / "book" / "edition.md").read_text()
-    assert edition.startswith("```{note}\n**This edition was measured on** 1x NVIDIA H200 (140 GiB)")
+    assert edition.startswith("```{note}\n- **Chapter 1** (GPU edition): measured on 1x NVIDIA H200")
     assert "NCCL runs one rank (it refuses two ranks on one GPU)" in edition
     assert "| driver | 580.1 |" in page and "| NCCL (torch build) | 2.28.9 |" in page
     assert "```text\n\tGPU0\nGPU0\t X \n```" in page

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from helpers import dependencies, results, train
+from helpers import hardware, measurements, results, train
 from helpers.worker import set_tf32
 
 HARDWARE = {"cpu_model": "test CPU", "usable_cores": 2, "gpus": []}
@@ -142,9 +142,34 @@ def test_reading_writes_nothing(tmp_path):
 def test_the_ledger_counts_what_each_measurement_did(store, tmp_path, monkeypatch):
     ledger = tmp_path / "ledger"
     monkeypatch.setenv(results.LEDGER_VARIABLE, str(ledger))
+    first = store.measure({"kind": "demo"}, lambda: {"value": 1})
     store.measure({"kind": "demo"}, lambda: {"value": 1})
-    store.measure({"kind": "demo"}, lambda: {"value": 1})
-    assert ledger.read_text() == "measured demo\nreused demo\n"
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["measured", "reused"]
+    assert all(
+        line["config"] == {"kind": "demo"} and line["measured_at"] == first["measured_at"] for line in lines
+    )
+
+
+def test_reading_another_machines_records_measures_nothing(tmp_path, monkeypatch):
+    gpu = {**HARDWARE, "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 2**30,
+                                 "compute_capability": "9.0"}]}  # fmt: skip
+    measured = results.ResultStore("gpu", root=tmp_path, hardware=gpu).measure(
+        {"kind": "demo"}, lambda: {"v": 1}
+    )
+    monkeypatch.setenv(hardware.RECORDS_OF, measured["provenance_id"])
+    monkeypatch.setenv(results.CHAPTER_VARIABLE, "03_some_chapter")
+    reader = results.ResultStore("gpu", root=tmp_path)
+    assert reader.records_of == measured["provenance_id"] and reader.hardware == gpu
+    assert reader.measure({"kind": "demo"}, lambda: pytest.fail("nothing is measured")) == measured
+    with pytest.raises(
+        results.MissingRecord,
+        match=r'03_some_chapter: machine \w+ has no demo record of {"kind":"demo","x":2}',
+    ):
+        reader.measure({"kind": "demo", "x": 2}, lambda: pytest.fail("nothing is measured"))
+    assert len(list((tmp_path / "gpu" / "records").glob("*.json"))) == 1
+    with pytest.raises(results.ResultsError, match="holds no records of machine"):
+        results.ResultStore("cpu", root=tmp_path)
 
 
 def test_a_record_carries_the_version_of_the_code_that_measured_it(tmp_path):
@@ -154,7 +179,7 @@ def test_a_record_carries_the_version_of_the_code_that_measured_it(tmp_path):
         batch_size=2, timed_steps=1, device="cpu",
     )  # fmt: skip
     assert record["module"] == "helpers.train"
-    assert record["code_version"] == dependencies.module_version("helpers.train")
+    assert record["code_version"] == measurements.code_version("step_timing") == "v1"
     assert store.records() == [record]
 
 

@@ -1,6 +1,7 @@
 """helpers.study: bad input refused before work, chapters run in a child with a limit, clean stops."""
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -28,7 +29,7 @@ def test_every_profile_plans_every_chapter_with_known_parameters():
         planned = study.plan(profile)
         assert {c.name for c in planned} == chapters
         assert all(c.parameters["results_run"] == profile for c in planned)
-        assert all(c.output.parent == study.chapters_dir() for c in planned)
+        assert all(c.output.parent == study.chapters_dir(profile) for c in planned)
 
 
 def test_unknown_profile_and_chapter_are_refused():
@@ -88,21 +89,25 @@ def test_a_gpu_study_refuses_before_its_first_chapter_when_its_plan_refuses(monk
         study.run("gpu")
 
 
+def write_chapter(path: Path, parameters: str, body: str) -> None:
+    """A chapter notebook: a ``parameters`` cell and one code cell."""
+    path.parent.mkdir(exist_ok=True)
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(parameters)
+    cell.metadata["tags"] = ["parameters"]
+    notebook.cells = [cell, nbformat.v4.new_code_cell(body)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+
+
 def make_project(root: Path) -> Path:
     """A project root with one tiny chapter whose parameters make it sleep, fail or say it started."""
-    (root / "notebooks").mkdir()
-    notebook = nbformat.v4.new_notebook()
-    parameters = nbformat.v4.new_code_cell(
-        'results_run = "smoke"\nseconds = 0\nfail = False\nstarted_file = ""'
-    )
-    parameters.metadata["tags"] = ["parameters"]
-    body = (
+    write_chapter(
+        root / "notebooks" / "01_tiny.ipynb",
+        'results_run = "smoke"\nseconds = 0\nfail = False\nstarted_file = ""',
         "import time\nif started_file:\n    open(started_file, 'w').close()\ntime.sleep(seconds)\nif fail:\n"
-        "    raise RuntimeError('failed on purpose')"
+        "    raise RuntimeError('failed on purpose')",
     )
-    notebook.cells = [parameters, nbformat.v4.new_code_cell(body)]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, root / "notebooks" / "01_tiny.ipynb")
     (root / "notebooks" / "study.yml").write_text(
         "time_limit_minutes: {smoke: 1}\nprofiles:\n  smoke: {}\n  cpu:\n    01_tiny: {fail: true}\n"
     )
@@ -166,11 +171,12 @@ def test_the_study_runs_every_chapter_after_those_it_reads():
 def test_run_executes_then_skips_a_current_chapter(executed, executed_project):
     root, first = executed
     assert first["status"].tolist() == ["finished"]
-    notebook = nbformat.read(root / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    notebook = nbformat.read(root / "book" / "chapters" / "smoke" / "01_tiny.ipynb", as_version=4)
     assert notebook.metadata["study"]["profile"] == "smoke"
-    assert not [p for p in (root / "book" / "chapters").iterdir() if "partial" in p.name]
+    assert not [p for p in (root / "book" / "chapters" / "smoke").iterdir() if "partial" in p.name]
     assert study.run("smoke")["status"].tolist() == ["skipped (current)"]
-    assert not [p for p in (executed_project / "book" / "chapters").iterdir() if "partial" in p.name]
+    written = executed_project / "book" / "chapters" / "smoke"
+    assert not [p for p in written.iterdir() if "partial" in p.name]
 
 
 def test_command_line_prints_the_summary_and_the_cost(executed_project, capsys):
@@ -191,11 +197,13 @@ def test_results_folder_of_another_version_is_refused_before_any_work(project, c
     with pytest.raises(SystemExit):
         study.main(["--profile", "smoke"])
     assert "schema version 0" in capsys.readouterr().err
-    assert not (project / "book" / "chapters" / "01_tiny.ipynb").exists()
+    assert not (project / "book" / "chapters" / "smoke" / "01_tiny.ipynb").exists()
 
 
 def test_failed_chapter_keeps_the_old_output_and_its_traceback(executed_project):
-    output = executed_project / "book" / "chapters" / "01_tiny.ipynb"
+    output = executed_project / "book" / "chapters" / "cpu" / "01_tiny.ipynb"
+    output.parent.mkdir()
+    shutil.copy(output.parent.parent / "smoke" / output.name, output)  # an earlier cpu edition
     before = output.read_bytes()
     summary = study.run("cpu")
     assert summary["status"].tolist() == ["failed"]
@@ -276,7 +284,7 @@ def test_signal_stops_the_study_and_leaves_no_process_or_partial_file(project, s
         assert runner.returncode == 130, err[-2000:]
         assert "rerun to resume" in err and "interrupted" in out
         assert not still_running(family)
-        assert not list((project / "book" / "chapters").glob("*.ipynb"))
+        assert not list((project / "book" / "chapters").rglob("*.ipynb"))
     finally:
         stop_process_tree(runner)
 
@@ -316,7 +324,7 @@ def test_signals_stop_the_study_from_its_first_check_to_its_provenance_page_then
 
     monkeypatch.setattr(study, "resolve_profile", noting("resolve", study.resolve_profile))
     monkeypatch.setattr(study, "execute", noting("chapter", lambda chapter, profile: 0.0))
-    monkeypatch.setattr(study, "write_provenance_page", noting("provenance", lambda: None))
+    monkeypatch.setattr(study, "publish", noting("provenance", lambda: None))
     assert study.run("smoke")["status"].tolist()[0] == "finished"
     assert seen == dict.fromkeys(["resolve", "chapter", "provenance"], (study._interrupt, study._interrupt))
     assert handlers() == inherited  # SIG_IGN too: restored, not replaced by the default
@@ -326,7 +334,7 @@ def test_signals_stop_the_study_from_its_first_check_to_its_provenance_page_then
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("moment", ["plan", "write_provenance_page"])
+@pytest.mark.parametrize("moment", ["plan", "publish"])
 def test_a_signal_while_planning_or_writing_the_provenance_page_interrupts_the_study(
     project, monkeypatch, capsys, inherited, signum, moment
 ):
@@ -420,15 +428,72 @@ def test_parameters_are_read_with_the_python_parser(tmp_path):
 def test_the_estimate_comes_from_the_last_fresh_run(executed_project):
     durations = study.read_durations("smoke")[study.machine_id()]["01_tiny"]  # stores nothing: fresh
     assert durations["fresh"] == durations["last"] and durations["last"]["reused"] == 0
-    ledger = executed_project / "ledger"
-    ledger.write_text("reused step_timing\nmeasured training\n")
-    study.record_duration("smoke", "01_tiny", 999.0, ledger)  # a resumed run: reused a record
+    entries = [{"event": "reused", "kind": "step_timing"}, {"event": "measured", "kind": "training"}]
+    study.record_duration("smoke", "01_tiny", 999.0, entries)  # a resumed run: reused a record
     seconds, fresh = study.estimate_seconds("smoke", ["01_tiny"])
     assert fresh and seconds == durations["fresh"]["seconds"]  # not the resumed run's 999 s
     assert study.estimate_seconds("smoke", ["02_never_ran"]) == (None, False)
 
 
 def test_the_injected_parameters_are_folded_away_in_the_book(executed):
-    notebook = nbformat.read(executed[0] / "book" / "chapters" / "01_tiny.ipynb", as_version=4)
+    notebook = nbformat.read(executed[0] / "book" / "chapters" / "smoke" / "01_tiny.ipynb", as_version=4)
     tagged = [cell.metadata.get("tags", []) for cell in notebook.cells]
     assert ["parameters", "hide-cell"] in tagged and ["injected-parameters", "hide-cell"] in tagged
+
+
+H200 = {
+    "cpu_model": "Test Xeon", "cpu_cores": 16, "usable_cores": 16, "memory_bytes": 2**37,
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 140 * 2**30, "compute_capability": "9.0"}],
+    "gpu_topology": None, "driver": "580.1", "cuda": "13.0", "nccl": "2.28.9", "torch": "2.11.0+cu130",
+    "python": "3.12.3", "platform": "Linux x86_64",
+}  # fmt: skip
+
+
+@pytest.fixture
+def records_project(tmp_path, monkeypatch):
+    """A project whose one chapter reads a record, with an H200's record of it stored and no GPU here."""
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    write_chapter(
+        tmp_path / "notebooks" / "01_reader.ipynb",
+        'results_run = "smoke"\nsize = 1',
+        "from helpers import hardware, train\nfrom helpers.results import ResultStore\n"
+        "store = ResultStore(results_run)\n"
+        "record = store.measure({'kind': 'demo', 'size': size}, lambda: {'value': size})\n"
+        "device = train.pick_device('auto')\n"
+        "print(f\"gpus {hardware.gpu_count()} device {device} value {record['result']['value']}\")",
+    )
+    (tmp_path / "notebooks" / "study.yml").write_text(
+        "time_limit_minutes: {gpu: 2}\nprofiles:\n  smoke: {}\n  gpu:\n    01_reader: {size: 2}\n"
+    )
+    record = ResultStore("gpu", hardware=H200).measure({"kind": "demo", "size": 2}, lambda: {"value": 2})
+    hardware.stored_fingerprint.cache_clear()
+    yield tmp_path, record
+    hardware.stored_fingerprint.cache_clear()
+
+
+def test_a_chapter_executes_from_another_machines_records_measuring_nothing(records_project):
+    root, record = records_project
+    machine = record["provenance_id"]
+    summary = study.run("gpu", records_of=machine)  # this machine has no GPU; the H200 had one
+    assert summary["status"].tolist() == ["finished"]
+    output = root / "book" / "chapters" / "gpu" / "01_reader.ipynb"
+    executed = nbformat.read(output, as_version=4)
+    assert executed.cells[-1].outputs[0]["text"] == "gpus 1 device cuda:0 value 2\n"  # the H200's answers
+    metadata = executed.metadata["study"]
+    assert metadata["records_of"] == machine and metadata["hardware"] == H200
+    assert metadata["executed_on"] == hardware.fingerprint()
+    assert metadata["measured_between"] == [record["measured_at"]] * 2
+    assert len(list((root / "data" / "results" / "gpu" / "records").glob("*.json"))) == 1  # none added
+    assert "01_reader" not in study.read_durations("gpu").get(study.machine_id(), {})  # nothing timed
+    manifest = study.manifest_path("gpu", machine, "01_reader")
+    assert json.loads(manifest.read_text())["records"] == [{"kind": "demo", "config": record["config"]}]
+
+    Path(record_path := ResultStore("gpu", hardware=H200).path(record["config"])).unlink()
+    before = output.read_bytes()
+    with pytest.raises(ValueError, match=r'lacks records .*\n01_reader: demo {"kind":"demo","size":2}'):
+        study.run("gpu", records_of=machine, force=True)  # refused before starting: the manifest names it
+    manifest.unlink()  # no manifest: the chapter stops at the record it lacks, named, and writes nothing
+    assert study.run("gpu", records_of=machine, force=True)["status"].tolist() == ["failed"]
+    assert output.read_bytes() == before and not record_path.exists()
+    failed = (output.parent / "01_reader.failed.ipynb").read_text()
+    assert "01_reader: machine" in failed and "has no demo record" in failed

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import data, results, stats, train
+from helpers import data, hardware, results, stats, train
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +151,25 @@ def test_precision_comparison(small, tmp_path):
 def test_cuda_devices_are_named_with_their_index(monkeypatch):
     """train.pick_device (defect 12): "auto" and "cuda" name the same record device, "cuda:0"."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert str(train.pick_device("auto")) == str(train.pick_device("cuda")) == "cuda:0"
     assert str(train.pick_device("cuda:1")) == "cuda:1"
     assert str(train.pick_device("cpu")) == "cpu"
+
+
+def test_a_chapter_read_from_a_gpu_machines_records_picks_its_gpu(monkeypatch):
+    """Executed from an H200's records on a machine without CUDA, "auto" is that machine's cuda:0, as its
+    records name the device."""
+    h200 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 2**30, "compute_capability": "9.0"}],
+            "usable_cores": 16, "cpu_model": "a Xeon"}  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(hardware.RECORDS_OF, "h200")
+    monkeypatch.setattr(hardware, "stored_fingerprint", lambda identifier: h200)
+    assert str(train.pick_device("auto")) == "cuda:0" and hardware.gpu_count() == 1
+    assert hardware.usable_cores() == 16 and hardware.gpu_name() == "NVIDIA H200"
+    assert hardware.bf16_units("cuda:0") == "this GPU has bf16 tensor cores"
+    assert hardware.Machine.here().gpus == 1 and hardware.peer_access() == []
 
 
 def test_chance_is_a_binomial_standard_error_away():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import torch
 from IPython.display import display
 
 from helpers import plotting
@@ -136,12 +137,16 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
     TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
     style and display the chapter's "Measured on" line.
 
-    Returns the store and the one-line description of its hardware, for figure titles.
+    Returns the store and the one-line description of its hardware, for figure titles. A chapter executed
+    from another machine's records (``helpers.study --from-records``) runs torch with that machine's
+    thread count, the default its records were measured with and name in their configurations.
     """
     check_parameters(parameters_of(namespace))
     set_tf32(False)  # the study's float32, as every rank sets it (helpers.worker.prepare_rank)
     plotting.setup_style()
     store = ResultStore(namespace["results_run"])
+    if store.records_of:
+        torch.set_num_threads(store.hardware["usable_cores"])
     display(banner(store))
     return store, describe(store.hardware)
 

@@ -31,6 +31,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import CLIP_SAMPLES
+from helpers.hardware import gpu_count
 from helpers.models import build_model, parameter_bytes
 from helpers.train import (
     WARMUP_STEPS,
@@ -323,7 +324,7 @@ def replica_devices(device: str, replicas: int, gpus: int | None = None) -> tupl
     """
     check_positive(replicas=replicas)
     target = pick_device(device)
-    usable = torch.cuda.device_count() if target.type == "cuda" else 0
+    usable = gpu_count() if target.type == "cuda" else 0
     if gpus is not None:
         usable = min(usable, gpus)
     if target.type == "cuda" and usable >= replicas:

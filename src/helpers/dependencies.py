@@ -1,9 +1,11 @@
-"""Which helper modules a measurement or a chapter depends on, and a digest of their code.
+"""Which helper modules a chapter depends on, and a digest of their code.
 
-A record is reused only while the code that measured it is unchanged, and a chapter is current only while
-the code it runs is: both are judged by ``code_version`` of the helper modules involved and every helper
-module they import, directly or not (read from the sources with ``ast``, nothing is imported). So a fix
-in ``helpers.collectives.p2p`` reruns chapter 4 and what reads its records, not chapter 1.
+A chapter's executed copy is current only while the code it runs is: judged by ``code_version`` of the
+helper modules its notebook imports and every helper module they import, directly or not (read from the
+sources with ``ast``, nothing is imported), so a fix in ``helpers.collectives.p2p`` reruns chapter 4 and
+not chapter 1. Records are keyed more finely, by the version of the code that measures their kind
+(``helpers.measurements``); ``module_version`` is how schema 1 keyed them, kept for
+``helpers.results_migration``.
 """
 
 from __future__ import annotations

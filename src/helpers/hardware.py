@@ -5,10 +5,18 @@ The fingerprint names the CPU and its usable cores, memory, each GPU with its me
 What a rented machine must offer is checked here too: a driver new enough for torch's CUDA
 (``cuda_problem``), the GPUs and links torch sees under ``CUDA_VISIBLE_DEVICES`` (``visible_topology``),
 and compute modes that let ranks share a GPU (``sharing_refusal``).
+
+A process that executes a chapter from another machine's records (``python -m helpers.study
+--from-records ID``) works with that machine, not this one: ``RECORDS_OF`` names it, and the probes a
+chapter asks (``gpu_count``, ``gpu_name``, ``usable_cores``, ``Machine.here``, ``peer_access``) answer from
+its stored fingerprint, so that the chapter computes what it computed there and finds the records it
+measured there. ``fingerprint`` always describes this machine.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import platform
 import re
@@ -19,6 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+
+from helpers.paths import results_dir
+
+# The provenance id of the machine whose records this process reads instead of measuring (set by the study
+# runner for a chapter executed --from-records; unset everywhere else).
+RECORDS_OF = "STUDY_RECORDS_OF"
 
 # nvidia-smi topo -m's legend: how the path between two GPUs runs, from the closest to the farthest
 TOPOLOGY_LEGEND = {
@@ -77,10 +91,19 @@ def cpu_model() -> str:
 
 def bf16_units(device: str = "cpu") -> str:
     """Whether ``device`` computes bfloat16 natively: GPUs from compute capability 8.0 (tensor cores),
-    CPUs with AVX512-BF16 or AMX; elsewhere bf16 kernels work through float32, some cheaply, some not."""
+    CPUs with AVX512-BF16 or AMX; elsewhere bf16 kernels work through float32, some cheaply, some not.
+    On the recorded machine (``RECORDS_OF``): its GPUs' capability; its CPU's flags only where it is this
+    processor (the fingerprint does not keep them)."""
+    recorded = machine_of_records()
     if str(device).startswith("cuda"):
-        major, _ = torch.cuda.get_device_capability(torch.device(device))
+        index = torch.device(device).index or 0
+        if recorded:
+            major = int(recorded["gpus"][index]["compute_capability"].split(".")[0])
+        else:
+            major, _ = torch.cuda.get_device_capability(torch.device(device))
         return "this GPU has bf16 tensor cores" if major >= 8 else "this GPU has no bf16 tensor cores"
+    if recorded and recorded["cpu_model"] != cpu_model():
+        return f"whether the {recorded['cpu_model']} has bf16 units was not recorded"
     flags = set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as cpuinfo:
@@ -102,9 +125,44 @@ def memory_bytes() -> int | None:
         return None
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (the affinity mask, not the machine's total)."""
+def affinity_cores() -> int:
+    """Cores this process may run on here (the affinity mask, not the machine's total)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+@functools.cache
+def stored_fingerprint(identifier: str) -> dict:
+    """The fingerprint stored under a provenance id in any run of ``data/results/`` (ValueError if none)."""
+    for path in sorted(results_dir().glob(f"*/provenance/{identifier}.json")):
+        return json.loads(path.read_text())["hardware"]
+    raise ValueError(f"no machine {identifier!r} in {results_dir()}/*/provenance/")
+
+
+def machine_of_records() -> dict | None:
+    """The fingerprint of the machine whose records this process reads (``RECORDS_OF``), or None when it
+    measures on this machine."""
+    identifier = os.environ.get(RECORDS_OF)
+    return stored_fingerprint(identifier) if identifier else None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: the affinity mask here, or the recorded machine's (``RECORDS_OF``)."""
+    recorded = machine_of_records()
+    return recorded["usable_cores"] if recorded else affinity_cores()
+
+
+def gpu_count() -> int:
+    """CUDA devices this process works with: torch's, or the recorded machine's (``RECORDS_OF``)."""
+    recorded = machine_of_records()
+    if recorded is not None:
+        return len(recorded["gpus"])
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def gpu_name(index: int = 0) -> str:
+    """The name the driver gives GPU ``index`` (torch's numbering), here or on the recorded machine."""
+    recorded = machine_of_records()
+    return recorded["gpus"][index]["name"] if recorded else torch.cuda.get_device_name(index)
 
 
 def nccl_version() -> str | None:
@@ -146,7 +204,7 @@ def fingerprint() -> dict:
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
-        "usable_cores": usable_cores(),
+        "usable_cores": affinity_cores(),
         "memory_bytes": memory_bytes(),
         "gpus": gpus,
         "gpu_topology": topology,
@@ -175,8 +233,11 @@ def describe(info: dict | None = None) -> str:
 
 
 def peer_access() -> list[dict]:
-    """Which GPU pairs can read each other's memory directly (peer to peer); [] without two GPUs."""
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    """Which GPU pairs can read each other's memory directly (peer to peer); [] without two GPUs. Not kept
+    in a fingerprint: on a recorded machine with two GPUs or more, ValueError."""
+    count = gpu_count()
+    if count > 1 and machine_of_records() is not None:
+        raise ValueError("peer access between the recorded machine's GPUs was not recorded")
     return [
         {"from": a, "to": b, "peer_access": torch.cuda.can_device_access_peer(a, b)}
         for a in range(count)
@@ -316,6 +377,8 @@ def cuda_problem() -> str | None:
     a driver older than torch's CUDA needs (torch 2.11.0+cu130 needs 580 or newer; many machines run
     535-570), where torch would otherwise quietly fall back to the CPU.
     """
+    if machine_of_records() is not None:  # the recorded machine's GPUs worked: its records say so
+        return None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if torch.cuda.is_available():
@@ -474,7 +537,10 @@ class Machine:
 
     @classmethod
     def here(cls) -> Machine:
-        """This machine as torch and nvidia-smi see it."""
+        """This machine as torch and nvidia-smi see it; the recorded machine (``RECORDS_OF``) as its
+        fingerprint describes it."""
+        if (recorded := machine_of_records()) is not None:
+            return cls.from_fingerprint(recorded)
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         properties = [torch.cuda.get_device_properties(index) for index in range(count)]
         modes = compute_modes() if count else {}
@@ -483,8 +549,16 @@ class Machine:
             gpu_name=properties[0].name if properties else None,
             gpu_memory_bytes=min(p.total_memory for p in properties) if properties else None,
             compute_modes=tuple(modes.get(index, "Default") for index in range(count)),
-            cores=usable_cores(),
+            cores=affinity_cores(),
         )
+
+    @classmethod
+    def from_fingerprint(cls, hardware: dict) -> Machine:
+        """The machine a stored fingerprint describes (its GPUs ran, so their compute modes let it)."""
+        gpus = hardware["gpus"]
+        return cls(len(gpus), gpus[0]["name"] if gpus else None,
+                   min(g["memory_bytes"] for g in gpus) if gpus else None, ("Default",) * len(gpus),
+                   hardware["usable_cores"], described=True)  # fmt: skip
 
     @classmethod
     def described_as(
@@ -570,7 +644,7 @@ def busy_warning(threshold: float = 0.5) -> str | None:
     average is unknown."""
     if not hasattr(os, "getloadavg"):
         return None
-    load, cores = os.getloadavg()[0], usable_cores()
+    load, cores = os.getloadavg()[0], affinity_cores()
     if load <= threshold * cores:
         return None
     return (

@@ -1,13 +1,17 @@
-"""Where the book's numbers came from: chapter banners and the generated provenance page.
+"""Where the book's numbers came from: chapter banners, the editions the book shows, the provenance page.
 
-The study runner stores, in each executed chapter's metadata, the profile, the finishing time, the
-duration and the hardware fingerprint of the machine that ran it, and keeps each chapter's last fresh
-duration per machine. ``python -m helpers.provenance`` turns that into ``book/provenance.md`` and the
-intro's edition note ``book/edition.md``; ``make book`` runs it before building.
+The study runner writes each profile's executed chapters into ``book/chapters/<profile>/`` (an edition) and
+stores, in each one's metadata, the profile, the finishing time, the duration, the hardware fingerprint of
+the machine that measured its records and, for a chapter executed from those records elsewhere, the
+machine that executed it and when the records were measured; it keeps each chapter's last fresh duration
+per machine. ``python -m helpers.provenance`` picks, per chapter, the edition the book shows (``auto``: the
+GPU edition where it was executed, else the CPU edition) into ``book/_toc.yml``, and writes
+``book/provenance.md`` and the intro's edition note ``book/edition.md``; ``make book`` runs it first.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,28 +19,74 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
-from helpers.hardware import ANSI_ESCAPE, describe, describe_topology, seen_topology
+from helpers.hardware import ANSI_ESCAPE, describe, describe_topology, fingerprint, seen_topology
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
 
+EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
+
+
+def edition_name(profile: str) -> str:
+    """The name of a profile's edition: "GPU edition" for ``gpu``, and so on."""
+    return EDITIONS.get(profile, f"Profile {profile}")
+
 
 def banner(store: ResultStore) -> Markdown:
-    """What a chapter opens with: the hardware and the profile (results run) of its outputs, and what
-    measurements on that hardware can and cannot show (``can_and_cannot``)."""
-    return Markdown(
-        f"**Measured on** {describe(store.hardware)} · **profile** `{store.folder.name}`\n\n"
-        f"> {can_and_cannot(store.hardware)}"
-    )
+    """What a chapter opens with: its edition (the profile, results run, of its outputs), the hardware that
+    measured them, whether this copy was executed from stored records elsewhere, and what measurements on
+    that hardware can and cannot show (``can_and_cannot``)."""
+    line = f"**{edition_name(store.folder.name)}** · **measured on** {describe(store.hardware)}"
+    if store.records_of:
+        line += f" · executed from its stored records on {describe(fingerprint())}, measuring nothing"
+    return Markdown(f"{line}\n\n> {can_and_cannot(store.hardware)}")
 
 
 def toc_chapters() -> list[Path]:
     """Executed chapter notebooks in table-of-contents order (all of book/chapters/ without a toc)."""
     toc_path = project_root() / "book" / "_toc.yml"
     if not toc_path.exists():
-        return sorted((project_root() / "book" / "chapters").glob("[0-9][0-9]_*.ipynb"))
+        return sorted((project_root() / "book" / "chapters").glob("*/[0-9][0-9]_*.ipynb"))
     toc = yaml.safe_load(toc_path.read_text())
     files = [entry["file"] for entry in toc.get("chapters", [])]
     return [project_root() / f"{name}.ipynb" for name in files if name.startswith("book/chapters/")]
+
+
+EDITION_CHOICES = ("auto", "gpu", "cpu")
+TOC_HEADER = (
+    "# Table of contents, written by `python -m helpers.provenance --edition EDITION` (make book): each\n"
+    "# chapter from the edition chosen (auto: the GPU edition where it was executed, else the CPU edition).\n"
+    "# Paths are relative to the repository root, which is the book's root.\n"
+)
+
+
+def finished(path: Path) -> bool:
+    """Whether ``path`` is a chapter the study runner executed to the end."""
+    return path.exists() and nbformat.read(path, as_version=4).metadata.get("study", {}).get("status") == (
+        "finished"
+    )
+
+
+def published(edition: str = "auto") -> list[Path]:
+    """Per chapter (``notebooks/NN_*.ipynb``, in order), the executed copy the book shows: ``auto``, the GPU
+    edition where it finished, else the CPU edition; ``gpu`` or ``cpu``, that edition only."""
+    if edition not in EDITION_CHOICES:
+        raise ValueError(f"edition must be one of {', '.join(EDITION_CHOICES)}, not {edition!r}")
+    folder = project_root() / "book" / "chapters"
+    chosen = []
+    for source in sorted((project_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        gpu, cpu = (folder / profile / source.name for profile in ("gpu", "cpu"))
+        chosen.append({"auto": gpu if finished(gpu) else cpu, "gpu": gpu, "cpu": cpu}[edition])
+    return chosen
+
+
+def write_toc(edition: str = "auto") -> Path:
+    """``book/_toc.yml``: the intro, the ``published`` chapters, the reproduce and provenance pages."""
+    root = project_root()
+    pages = [path.relative_to(root).with_suffix("").as_posix() for path in published(edition)]
+    pages += ["book/reproduce", "book/provenance"]
+    text = TOC_HEADER + "format: jb-book\nroot: book/intro\nchapters:\n"
+    text += "".join(f"  - file: {page}\n" for page in pages)
+    return write_if_changed(root / "book" / "_toc.yml", text)
 
 
 def gib(value: int | None) -> str:
@@ -137,28 +187,67 @@ def quoted_machines(shown: set[str] | None = None) -> dict[str, dict]:
 
 
 def machine_of(study: dict) -> tuple[str, dict | None]:
-    """The id and hardware of the machine that ran an executed chapter (its ``study`` metadata): the
-    provenance id its profile's records were stored under (a restarted virtual machine keeps the id it
-    was first stored under: ``results.machine_identity``), else the hash of its fingerprint."""
+    """The id and hardware of the machine that measured an executed chapter (its ``study`` metadata): the
+    machine whose records it was executed from, or the provenance id its profile's records were stored
+    under (a restarted virtual machine keeps the id it was first stored under:
+    ``results.machine_identity``), else the hash of its fingerprint."""
     hardware, profile = study.get("hardware"), study.get("profile")
     if not hardware:
         return "unknown", None
+    if study.get("records_of"):
+        return study["records_of"], hardware
     stored = stored_machine_id(results_dir() / profile, hardware) if profile else None
     return stored or short_hash(hardware), hardware
 
 
+def executed_where(study: dict) -> str:
+    """How a chapter was executed: where it measured, or from which machine's records on which machine."""
+    if study.get("records_of"):
+        return f"from its stored records, on {describe(study['executed_on'])}"
+    return "where it measured"
+
+
+def measured_when(study: dict) -> str:
+    """The days its records were measured on (UTC), or an em dash when the metadata does not say."""
+    between = study.get("measured_between")
+    if not between:
+        return "—"
+    first, last = (stamp[:10] for stamp in between)
+    return first if first == last else f"{first} to {last}"
+
+
+def chapter_studies() -> list[tuple[Path, dict]]:
+    """The book's chapters (``toc_chapters``) with their ``study`` metadata ({} where not executed yet)."""
+    return [
+        (path, nbformat.read(path, as_version=4).metadata.get("study", {}) if path.exists() else {})
+        for path in toc_chapters()
+    ]
+
+
+def chapter_list(numbers: list[int]) -> str:
+    """[2, 3, 4, 7] as "Chapters 2, 3, 4 and 7"; [1] as "Chapter 1"."""
+    if len(numbers) == 1:
+        return f"Chapter {numbers[0]}"
+    return "Chapters " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+
 def edition_note() -> str:
-    """The intro's first screen: on what hardware this edition was measured, and what that can show."""
-    machines = {}
-    for path in toc_chapters():
-        if path.exists():
-            identifier, hardware = machine_of(nbformat.read(path, as_version=4).metadata.get("study", {}))
-            if hardware:
-                machines.setdefault(identifier, hardware)
+    """The intro's first screen: which chapters were measured on what hardware (and executed where), and
+    what that hardware can show."""
+    machines, chapters = {}, {}
+    for path, study in chapter_studies():
+        identifier, hardware = machine_of(study)
+        if hardware:
+            machines.setdefault(identifier, hardware)
+            label = (edition_name(study.get("profile", "?")), executed_where(study))
+            chapters.setdefault(identifier, {}).setdefault(label, []).append(int(path.stem[:2]))
     if not machines:
         return "```{note}\nNo chapter of this edition has been executed yet.\n```\n"
-    lines = ["```{note}", "**This edition was measured on** "
-             + "; ".join(f"{describe(h)} (`{i}`)" for i, h in machines.items()) + "."]  # fmt: skip
+    lines = ["```{note}"]
+    for identifier, hardware in machines.items():
+        for (edition, where), numbers in chapters[identifier].items():
+            named = f"{describe(hardware)} (`{identifier}`)"
+            lines.append(f"- **{chapter_list(numbers)}** ({edition}): measured on {named}, executed {where}.")
     lines += ["", *[can_and_cannot(h) for h in machines.values()], ""]
     gpus = {i: entry for i, entry in quoted_machines(set(machines)).items() if entry["hardware"].get("gpus")}
     if gpus:
@@ -175,19 +264,19 @@ def edition_note() -> str:
 def provenance_page() -> str:
     """The Markdown of ``book/provenance.md``, from the executed chapters' metadata."""
     rows, machines = [], {}
-    for path in toc_chapters():
-        if not path.exists():
-            rows.append(f"| {path.stem} | not executed yet | | | | |")
+    for path, study in chapter_studies():
+        if not study:
+            rows.append(f"| {path.stem} | not executed yet | | | | | | |")
             continue
-        study = nbformat.read(path, as_version=4).metadata.get("study", {})
         identifier, hardware = machine_of(study)
         if hardware:
             machines.setdefault(identifier, hardware)
         profile = study.get("profile", "?")
         rows.append(
-            f"| {path.stem} | `{profile}` | {study.get('finished_at', '?')} | "
-            f"{study.get('seconds', '?')} s | {fresh_seconds(profile, identifier, path.stem)} | "
-            f"{describe(hardware) if hardware else '?'} (`{identifier}`) |"
+            f"| {path.stem} | {edition_name(profile)} (`{profile}`) | "
+            f"{describe(hardware) if hardware else '?'} (`{identifier}`) | {measured_when(study)} | "
+            f"{executed_where(study)} | {study.get('finished_at', '?')} | {study.get('seconds', '?')} s | "
+            f"{fresh_seconds(profile, identifier, path.stem)} |"
         )
     lines = [
         "# Provenance",
@@ -199,11 +288,16 @@ def provenance_page() -> str:
         "",
         "## Chapters",
         "",
-        "*duration* is the executed notebook's own run, which reuses finished records; *fresh* is the last",
-        "run on that machine that measured everything anew (what a first run on such a machine costs).",
+        "Each chapter shows one edition: the GPU edition where one was executed, else the CPU edition",
+        "(`python -m helpers.provenance --edition cpu` builds the other). *measured on* is the machine whose",
+        "records the chapter shows, and *records measured* the days they were measured; a chapter executed",
+        "*from its stored records* ran on another machine and measured nothing. *duration* is the executed",
+        "notebook's own run, which reuses finished records; *fresh* is the last run on the measuring machine",
+        "that measured everything anew (what a first run on such a machine costs).",
         "",
-        "| chapter | profile | finished (UTC) | duration | fresh | machine |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| chapter | edition | measured on | records measured (UTC) | executed | finished (UTC) | duration "
+        "| fresh |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
         "## Machines",
@@ -234,15 +328,28 @@ def write_if_changed(path: Path, content: str) -> Path:
 
 
 def write_provenance_page(path: Path | None = None) -> Path:
-    """Write ``book/provenance.md`` and the intro's ``book/edition.md`` beside it."""
+    """Write ``book/provenance.md`` and the intro's ``book/edition.md`` beside it, for the chapters the
+    table of contents shows."""
     path = path or project_root() / "book" / "provenance.md"
     write_if_changed(path.with_name("edition.md"), edition_note())
     return write_if_changed(path, provenance_page())
 
 
-def main() -> int:
-    """``python -m helpers.provenance``: regenerate book/provenance.md."""
-    print(f"wrote {write_provenance_page()}")
+def publish(edition: str = "auto") -> Path:
+    """Choose the chapters' editions (``write_toc``), then write the pages that describe them."""
+    write_toc(edition)
+    return write_provenance_page()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.provenance``: the table of contents, book/provenance.md and book/edition.md."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument(
+        "--edition", default="auto", choices=EDITION_CHOICES,
+        help="auto (default): each chapter's GPU edition where executed, else its CPU edition",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    print(f"wrote {publish(args.edition)}")
     return 0
 
 

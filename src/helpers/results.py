@@ -6,15 +6,22 @@ Layout of a run folder ``data/results/<run>/``::
     provenance/<id>.json        hardware fingerprint of the machine that measured, and when it was first seen
     records/<key>.json          one measurement: config, result, provenance id, time of measurement
 
-A record's key hashes its configuration together with the provenance id and the code version of the
-module that measured it (a digest of its source and of every helper module it imports:
-``helpers.dependencies``), so the same configuration measured on other hardware, or by changed code, is
-a new record, while a rerun on the same machine with the same code reuses the finished one. "The same
-machine" is ``machine_identity``: a virtual machine restarted on another kernel build, which reserves a
-few KiB of memory more or less, keeps the provenance id it was first stored under. Records of other
-machines and code versions are kept, and ``records`` leaves them out unless asked: a chapter shows the
-measurements of the machine that runs it. A record that cannot be read is set aside under
-``records/unreadable/`` with a warning naming it, and measured again.
+A record's key hashes its configuration together with the provenance id and the version of the code that
+measures its kind (``helpers.measurements``: an explicit version per kind, raised when what is computed or
+timed changes, and guarded by a digest of the measuring code), so the same configuration measured on other
+hardware, or by changed measuring code, is a new record, while a rerun on the same machine reuses the
+finished one, however the prose, plots and tables around it have changed. "The same machine" is
+``machine_identity``: a virtual machine restarted on another kernel build, which reserves a few KiB of
+memory more or less, keeps the provenance id it was first stored under. Records of other machines and code
+versions are kept, and ``records`` leaves them out unless asked: a chapter shows the measurements of the
+machine that runs it. A record that cannot be read is set aside under ``records/unreadable/`` with a warning
+naming it, and measured again.
+
+Reading another machine's records (``hardware.RECORDS_OF``, set by ``python -m helpers.study
+--from-records ID``): the store takes that machine's provenance id and fingerprint, and measures nothing:
+a configuration it has no record of raises ``MissingRecord``, naming the chapter, the kind and the
+configuration. Schema 1 keyed records by their module's whole text;
+``helpers.results_migration`` carries a folder over without losing a record.
 Introduced in chapter 1; every later chapter stores its measurements here.
 """
 
@@ -32,17 +39,22 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from helpers.dependencies import module_version
-from helpers.hardware import fingerprint
+from helpers.hardware import RECORDS_OF, fingerprint
+from helpers.measurements import code_version
 from helpers.paths import results_dir
 
 LEDGER_VARIABLE = "STUDY_LEDGER"  # a file the study runner names: each measure() appends what it did there
+CHAPTER_VARIABLE = "STUDY_CHAPTER"  # the chapter the study runner is executing, for messages
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 1: records keyed by their module's text (helpers.results_migration carries them over)
 
 
 class ResultsError(RuntimeError):
     """A results folder that this version of the code must not mix with its own."""
+
+
+class MissingRecord(ResultsError):
+    """A chapter executed from another machine's records asked for one that machine never measured."""
 
 
 def canonical_json(value) -> str:
@@ -124,13 +136,21 @@ class ResultStore:
             raise ValueError(f"run name must be a plain folder name, not {run!r}")
         self.folder = Path(root or results_dir()) / run
         self._check_version()
-        self.hardware = hardware or fingerprint()
-        self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
-        self.fixed_code = code  # tests pin a code version; otherwise each measuring module's own
+        self.records_of = os.environ.get(RECORDS_OF) if hardware is None else None
+        if self.records_of:  # another machine's records: its id and fingerprint, nothing measured
+            path = self.folder / "provenance" / f"{self.records_of}.json"
+            stored = read_json(path) if path.exists() else None
+            if stored is None:
+                raise ResultsError(f"{self.folder} holds no records of machine {self.records_of}")
+            self.hardware, self.provenance_id = stored["hardware"], self.records_of
+        else:
+            self.hardware = hardware or fingerprint()
+            self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
+        self.fixed_code = code  # tests pin a code version; otherwise each kind's (helpers.measurements)
 
-    def code_version(self, module: str | None) -> str:
-        """The code version a record measured by ``module`` gets (and must still have to be reused)."""
-        return self.fixed_code or module_version(module)
+    def code_version(self, kind: str) -> str:
+        """The code version a record of ``kind`` gets (and must still have to be reused)."""
+        return self.fixed_code or code_version(kind)
 
     def _write_provenance(self) -> None:
         """``provenance/<id>.json``: written with this machine's first record, not by merely reading."""
@@ -147,33 +167,40 @@ class ResultStore:
         if marker.exists():
             found = json.loads(marker.read_text()).get("schema_version")
             if found != SCHEMA_VERSION:
+                carry = (
+                    f"`python -m helpers.results_migration {self.folder}` carries it over, "
+                    if found == 1
+                    else ""
+                )
                 raise ResultsError(
                     f"{self.folder} holds results of schema version {found}; this code writes "
-                    f"version {SCHEMA_VERSION}. Choose another run name or move that folder away "
-                    "(nothing changed)."
+                    f"version {SCHEMA_VERSION}. {carry}Or choose another run name or move that folder "
+                    "away (nothing changed)."
                 )
         else:
             write_json_atomically(marker, {"schema_version": SCHEMA_VERSION, "created": now()})
 
-    def key(self, config: dict, module: str | None = None) -> str:
-        """Record key: hash of the configuration, the provenance id and the measuring code's version."""
-        version = self.code_version(module)
+    def key(self, config: dict) -> str:
+        """Record key: hash of the configuration, the provenance id and its kind's code version."""
+        version = self.code_version(config["kind"])
         return short_hash({"config": config, "provenance_id": self.provenance_id, "code_version": version})
 
-    def path(self, config: dict, module: str | None = None) -> Path:
-        """Where the record of ``config``, measured by ``module``, lives."""
-        return self.folder / "records" / f"{self.key(config, module)}.json"
+    def path(self, config: dict) -> Path:
+        """Where the record of ``config`` lives."""
+        return self.folder / "records" / f"{self.key(config)}.json"
 
-    def get(self, config: dict, module: str | None = None) -> dict | None:
-        """The finished record of ``config`` on this hardware, measured by ``module``'s current code."""
-        path = self.path(config, module)
+    def get(self, config: dict) -> dict | None:
+        """The finished record of ``config`` on this hardware, measured by its kind's current code."""
+        path = self.path(config)
         return read_json(path) if path.exists() else None
 
-    def _log(self, event: str, config: dict) -> None:
-        """Append "measured" or "reused" to the study runner's ledger, when it named one."""
+    def _log(self, event: str, record: dict) -> None:
+        """Append "measured" or "reused", with the record's kind, configuration and time of measurement, to
+        the study runner's ledger (one JSON line each), when it named one."""
         if ledger := os.environ.get(LEDGER_VARIABLE):
+            line = {"event": event, **{key: record[key] for key in ("kind", "config", "measured_at")}}
             with open(ledger, "a") as handle:
-                handle.write(f"{event} {config['kind']}\n")
+                handle.write(canonical_json(line) + "\n")
 
     def measure(self, config: dict, function: Callable[[], dict]) -> dict:
         """The record of ``config``: reused when finished, else ``function()`` is run and its result stored.
@@ -184,22 +211,27 @@ class ResultStore:
         if "kind" not in config:
             raise ValueError("a measurement config needs a 'kind'")
         canonical_json(config)  # refuse unserialisable configs before any work
-        module = getattr(function, "__module__", None)
-        if record := self.get(config, module):
-            self._log("reused", config)
+        if record := self.get(config):
+            self._log("reused", record)
             return record
+        if self.records_of:
+            chapter = os.environ.get(CHAPTER_VARIABLE, "this chapter")
+            raise MissingRecord(
+                f"{chapter}: machine {self.records_of} has no {config['kind']} record of "
+                f"{canonical_json(config)} (under code {self.code_version(config['kind'])}); measure it there"
+            )
         load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         started = time.perf_counter()
         result = function()
         record = {
             "schema_version": SCHEMA_VERSION,
-            "key": self.key(config, module),
+            "key": self.key(config),
             "kind": config["kind"],
             "config": config,
             "result": result,
             "provenance_id": self.provenance_id,
-            "module": module,
-            "code_version": self.code_version(module),
+            "module": getattr(function, "__module__", None),
+            "code_version": self.code_version(config["kind"]),
             "measured_at": now(),
             "wall_seconds": time.perf_counter() - started,
             # whether this process let float32 run on TF32 units (launched ranks record their own too)
@@ -209,13 +241,13 @@ class ResultStore:
             "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
         }
         self._write_provenance()
-        write_json_atomically(self.path(config, module), record)
-        self._log("measured", config)
+        write_json_atomically(self.path(config), record)
+        self._log("measured", record)
         return record
 
     def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:
         """Finished records of this run, optionally of one kind, oldest first: this machine's, measured
-        by the current code of their module, unless ``all_machines`` (every machine and code version,
+        by the current code of their kind, unless ``all_machines`` (every machine and code version,
         for comparisons)."""
         found = [read_json(p) for p in sorted((self.folder / "records").glob("*.json"))]
         found = [r for r in found if r and (kind is None or r["kind"] == kind)]
@@ -223,7 +255,7 @@ class ResultStore:
             found = [
                 r for r in found
                 if r["provenance_id"] == self.provenance_id
-                and r.get("code_version") == self.code_version(r.get("module"))
+                and r.get("code_version") == self.code_version(r["kind"])
             ]  # fmt: skip
         return sorted(found, key=lambda r: (r["measured_at"], r["key"]))
 

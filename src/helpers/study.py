@@ -1,4 +1,4 @@
-"""Run the study: execute the chapters with papermill into ``book/chapters/`` (``make study``).
+"""Run the study: execute the chapters with papermill into ``book/chapters/<profile>/`` (``make study``).
 
 ``notebooks/study.yml`` maps each profile to the parameters of each chapter: ``smoke`` (the notebooks'
 own defaults), ``cpu`` (the whole study on a CPU-only machine) and ``gpu`` (the seed's experiment on the
@@ -13,6 +13,16 @@ stopped, and the executed notebook is renamed into place only when it finished. 
 keeps two studies from writing the same files. Time: each chapter's duration is kept per machine in
 ``data/results/<profile>/durations.json`` with the number of records it measured and reused; the
 estimate of the time left comes from the last run that reused nothing (a fresh measurement).
+
+Executing from records (``--from-records ID``): the chapters run on any machine, GPU or not, from the
+records machine ``ID`` stored in ``data/results/<profile>/``, and measure nothing (``hardware.RECORDS_OF``:
+the notebook sees that machine's GPUs, cores and probes). Every finished execution leaves a manifest of
+the records it read, ``data/results/<profile>/manifests/<machine>/<chapter>.json`` with its parameters;
+before a chapter starts from records, each record its manifest for the same parameters lists is looked
+up, and a chapter missing any is refused, each missing record named, before anything starts. A chapter
+with no such manifest stops at its first missing record, named, leaving its executed copy as it was. The
+executed chapter's metadata names the machine that measured (``hardware``), the one that executed it
+(``executed_on``) and when its records were measured.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -38,17 +49,20 @@ import yaml
 
 from helpers.dependencies import code_version, imported_helpers
 from helpers.hardware import (
+    RECORDS_OF,
     Machine,
     add_machine_arguments,
     busy_warning,
     cuda_problem,
     fingerprint,
     machine_from_arguments,
+    stored_fingerprint,
 )
 from helpers.paths import project_root, results_dir
 from helpers.processes import stop_process_tree
-from helpers.provenance import write_provenance_page
+from helpers.provenance import publish
 from helpers.results import (
+    CHAPTER_VARIABLE,
     LEDGER_VARIABLE,
     ResultsError,
     ResultStore,
@@ -72,9 +86,11 @@ def notebooks_dir() -> Path:
     return project_root() / "notebooks"
 
 
-def chapters_dir() -> Path:
-    """``book/chapters/``: the executed chapters the book is built from."""
-    return project_root() / "book" / "chapters"
+def chapters_dir(profile: str | None = None) -> Path:
+    """``book/chapters/``, and ``book/chapters/<profile>/``: one edition's executed chapters (the book is
+    built from the editions ``helpers.provenance`` picks)."""
+    folder = project_root() / "book" / "chapters"
+    return folder / profile if profile else folder
 
 
 def records_digest(run: str, kinds: list[str] | None, all_machines: bool = False) -> str:
@@ -111,6 +127,7 @@ class Chapter:
     parameters: dict
     reads: list[str] = field(default_factory=list)
     time_limit_seconds: float = DEFAULT_TIME_LIMIT_MINUTES * 60
+    records_of: str | None = None  # the machine whose records it is executed from (nothing measured)
 
     def fingerprint(self) -> str:
         """Hash of the notebook, its parameters, the records it reads (its own run's of the kinds in
@@ -123,7 +140,8 @@ class Chapter:
         for name, folder in sorted(arguments.items()):  # other runs it reads: e.g. gpu_results_run
             if name.endswith("_results_run") and folder:
                 digest.update(records_digest(folder, None, all_machines=True).encode())
-        digest.update(f"{code_version(notebook_helpers(self.source))} {machine_id()}".encode())
+        machine = f"records of {self.records_of}" if self.records_of else machine_id()
+        digest.update(f"{code_version(notebook_helpers(self.source))} {machine}".encode())
         return digest.hexdigest()[:16]
 
     def executed(self) -> dict:
@@ -206,10 +224,17 @@ def read_durations(profile: str) -> dict:
     return (read_json(path) or {}) if path.exists() else {}
 
 
-def record_duration(profile: str, chapter: str, seconds: float, ledger: Path) -> dict:
+def read_ledger(ledger: Path) -> list[dict]:
+    """What each of a chapter's measurements did, in order: ``{"event", "kind", "config", "measured_at"}``
+    (``results.ResultStore._log``)."""
+    text = ledger.read_text() if ledger.exists() else ""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def record_duration(profile: str, chapter: str, seconds: float, entries: list[dict]) -> dict:
     """Keep this run of ``chapter`` in the durations file: as its last run and, when it reused no record
-    (``ledger`` lists what each measurement did), as its last fresh one."""
-    events = ledger.read_text().split() if ledger.exists() else []
+    (``entries``: its ledger), as its last fresh one."""
+    events = [entry["event"] for entry in entries]
     run = {
         "seconds": round(seconds, 1),
         "measured": events.count("measured"),
@@ -223,6 +248,42 @@ def record_duration(profile: str, chapter: str, seconds: float, ledger: Path) ->
         entry["fresh"] = run
     write_json_atomically(durations_path(profile), durations)
     return run
+
+
+def manifest_path(profile: str, machine: str, chapter: str) -> Path:
+    """``data/results/<profile>/manifests/<machine>/<chapter>.json``: the records a chapter read."""
+    return results_dir() / profile / "manifests" / machine / f"{chapter}.json"
+
+
+def write_manifest(chapter: Chapter, profile: str, machine: str, entries: list[dict]) -> Path:
+    """Keep the records a finished execution of ``chapter`` read from ``machine`` (its ledger's
+    ``entries``), each once, with the parameters it ran with: what an execution from that machine's
+    records needs, checked before it starts (``missing_records``)."""
+    records, seen = [], set()
+    for entry in entries:
+        if (text := canonical_json(entry["config"])) not in seen:
+            seen.add(text)
+            records.append({"kind": entry["kind"], "config": entry["config"]})
+    path = manifest_path(profile, machine, chapter.name)
+    manifest = {"chapter": chapter.name, "parameters": chapter.parameters, "written_at": now()}
+    write_json_atomically(path, {**manifest, "records": records})
+    return path
+
+
+def missing_records(chapter: Chapter, profile: str, machine: str) -> list[str] | None:
+    """The records of ``machine`` that ``chapter`` read when it last finished with these parameters and
+    that its store no longer finds (gone, or stale under today's measurement versions), one line each
+    (chapter, kind, configuration); None when no manifest for these parameters exists."""
+    path = manifest_path(profile, machine, chapter.name)
+    manifest = read_json(path) if path.exists() else None
+    if not manifest or canonical_json(manifest["parameters"]) != canonical_json(chapter.parameters):
+        return None
+    store = ResultStore(profile, hardware=stored_fingerprint(machine))
+    return [
+        f"{chapter.name}: {entry['kind']} {canonical_json(entry['config'])}"
+        for entry in manifest["records"]
+        if store.get(entry["config"]) is None
+    ]
 
 
 def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, bool]:
@@ -285,7 +346,7 @@ def plan(
             Chapter(
                 name=name,
                 source=sources[name],
-                output=chapters_dir() / f"{name}.ipynb",
+                output=chapters_dir(profile) / f"{name}.ipynb",
                 parameters=parameters,
                 reads=reads.get(name, []),
                 time_limit_seconds=60 * limits.get(profile, DEFAULT_TIME_LIMIT_MINUTES),
@@ -311,7 +372,8 @@ def execute(chapter: Chapter, profile: str) -> float:
 
     The executed notebook is written beside the output and renamed into place only if it finished.
     A failed run's notebook is kept as ``<name>.failed.ipynb`` to read the traceback. Every record the
-    chapter measures or reuses is counted (``results.LEDGER_VARIABLE``) into the durations file.
+    chapter measures or reuses is logged (``results.LEDGER_VARIABLE``): counted into the durations file
+    (when it measured here) and kept as its manifest.
     """
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial = chapter.output.with_name(f".{chapter.name}.{os.getpid()}.partial.ipynb")
@@ -323,9 +385,11 @@ def execute(chapter: Chapter, profile: str) -> float:
     ]  # fmt: skip
     started = time.perf_counter()
     ledger = Path(tempfile.mkstemp(prefix=f"ledger-{chapter.name}-")[1])
-    process = subprocess.Popen(
-        command, start_new_session=True, env={**os.environ, LEDGER_VARIABLE: str(ledger)}
-    )
+    environment = {**os.environ, LEDGER_VARIABLE: str(ledger), CHAPTER_VARIABLE: chapter.name}
+    environment.pop(RECORDS_OF, None)
+    if chapter.records_of:
+        environment[RECORDS_OF] = chapter.records_of
+    process = subprocess.Popen(command, start_new_session=True, env=environment)
     try:
         try:
             returncode = process.wait(timeout=chapter.time_limit_seconds)
@@ -342,9 +406,14 @@ def execute(chapter: Chapter, profile: str) -> float:
             if partial.exists():
                 os.replace(partial, failed)
             raise StudyError(f"{chapter.name} failed (papermill exit {returncode}); see {failed}")
-        record_duration(profile, chapter.name, seconds, ledger)
+        entries = read_ledger(ledger)
+        if not chapter.records_of:  # a duration is of measuring, not of reading records
+            record_duration(profile, chapter.name, seconds, entries)
+        measured = sorted(entry["measured_at"] for entry in entries)
+        machine = chapter.records_of or ResultStore(profile).provenance_id
         notebook = nbformat.read(partial, as_version=4)
         hide_setup(notebook)
+        read_from = {"records_of": chapter.records_of, "executed_on": fingerprint()}
         notebook.metadata["study"] = {
             "profile": profile,
             "parameters": chapter.parameters,
@@ -352,11 +421,14 @@ def execute(chapter: Chapter, profile: str) -> float:
             "status": "finished",
             "finished_at": now(),
             "seconds": round(seconds, 1),
-            "hardware": fingerprint(),
+            "hardware": stored_fingerprint(chapter.records_of) if chapter.records_of else fingerprint(),
+            "measured_between": [measured[0], measured[-1]] if measured else None,
+            **(read_from if chapter.records_of else {}),
         }
         nbformat.write(notebook, partial)
         os.replace(partial, chapter.output)
         failed.unlink(missing_ok=True)
+        write_manifest(chapter, profile, machine, entries)
         return seconds
     finally:
         partial.unlink(missing_ok=True)
@@ -419,6 +491,7 @@ def run(
     force: bool = False,
     gpus: int | None = None,
     time_limit_minutes: float | None = None,
+    records_of: str | None = None,
 ) -> pd.DataFrame:
     """Check everything, then run (or skip) every planned chapter; returns the summary table.
 
@@ -428,18 +501,47 @@ def run(
     provenance page, whatever handlers the process inherited, and those are restored afterwards.
     """
     with interruptible():
-        return _run(profile, names, force, gpus, time_limit_minutes)
+        return _run(profile, names, force, gpus, time_limit_minutes, records_of)
+
+
+def from_records(
+    profile: str, names: list[str] | None, gpus: int | None, records_of: str
+) -> tuple[str, list[Chapter]]:
+    """The profile and chapters to execute from machine ``records_of``'s records (as that machine: its GPUs
+    count), refused with every missing record a manifest for the same parameters names, before anything
+    starts."""
+    recorded = stored_fingerprint(records_of)
+    profile = resolve_profile(profile, Machine.from_fingerprint(recorded))
+    if not (results_dir() / profile / "provenance" / f"{records_of}.json").exists():
+        raise ValueError(f"data/results/{profile}/ holds no records of machine {records_of}")
+    chapters = [
+        dataclasses.replace(chapter, records_of=records_of)
+        for chapter in plan(profile, names, gpus=gpus, machine=Machine.from_fingerprint(recorded))
+    ]
+    missing = [line for chapter in chapters for line in missing_records(chapter, profile, records_of) or []]
+    if missing:
+        lines = "\n".join(missing)
+        raise ValueError(f"machine {records_of} lacks records the chapters need (nothing started):\n{lines}")
+    return profile, chapters
 
 
 def _run(
-    profile: str, names: list[str] | None, force: bool, gpus: int | None, time_limit_minutes: float | None
+    profile: str,
+    names: list[str] | None,
+    force: bool,
+    gpus: int | None,
+    time_limit_minutes: float | None,
+    records_of: str | None = None,
 ) -> pd.DataFrame:
     """``run``'s work, with its signal handlers in place."""
-    profile = resolve_profile(profile)
-    chapters = plan(profile, names, gpus=gpus)
+    if records_of:
+        profile, chapters = from_records(profile, names, gpus, records_of)
+    else:
+        profile = resolve_profile(profile)
+        chapters = plan(profile, names, gpus=gpus)
     if time_limit_minutes is not None:
         chapters = [dataclasses.replace(c, time_limit_seconds=60 * time_limit_minutes) for c in chapters]
-    if profile == "gpu":  # a rented machine: prove every launch before the first one starts
+    if profile == "gpu" and not records_of:  # a rented machine: prove every launch before one starts
         from helpers.plan import chapter_minutes
 
         items = planned_items(profile, names, Machine.here(), gpus)
@@ -454,7 +556,7 @@ def _run(
             flush=True,
         )
     ResultStore(profile)  # refuses a results folder of another schema version before any work
-    if profile != "smoke" and (busy := busy_warning()):
+    if profile != "smoke" and not records_of and (busy := busy_warning()):
         print(busy, flush=True)
     rows = []
     started = time.perf_counter()
@@ -475,7 +577,7 @@ def _run(
             if rows[-1]["status"] == "interrupted":
                 break
         rows += rerun_readers(chapters, rows, profile)
-    write_provenance_page()
+    publish()
     summary = pd.DataFrame(rows)
     outputs = {c.name: str(c.output.relative_to(project_root())) for c in chapters}
     summary["output"] = [outputs[name] for name in summary["chapter"]] if rows else []
@@ -553,6 +655,10 @@ def main(argv: list[str] | None = None) -> int:
         "the described machine's GPUs",
     )
     parser.add_argument("--force", action="store_true", help="rerun chapters even when current")
+    parser.add_argument(
+        "--from-records", metavar="MACHINE_ID",
+        help="execute the chapters from that machine's stored records, measuring nothing (any machine)",
+    )  # fmt: skip
     parser.add_argument("--time-limit-minutes", type=float, help="per-chapter limit (default: study.yml)")
     parser.add_argument("--price-per-hour", type=float, help="hourly price of this machine, for the summary")
     parser.add_argument(
@@ -569,7 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpus is not None and args.gpus < 1:
         parser.error("--gpus must be at least 1")
     try:
-        summary = run(args.profile, args.chapters, args.force, args.gpus, args.time_limit_minutes)
+        summary = run(
+            args.profile, args.chapters, args.force, args.gpus, args.time_limit_minutes, args.from_records
+        )
     except (ValueError, OSError, ResultsError) as error:
         parser.error(str(error))
     except KeyboardInterrupt:  # between chapters: nothing was running

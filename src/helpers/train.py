@@ -21,6 +21,7 @@ from torch.utils.data import TensorDataset
 from tqdm import tqdm
 
 from helpers.data import FSDD_VERSION
+from helpers.hardware import gpu_count
 from helpers.models import MIB, build_model, saved_bytes_per_sample
 from helpers.results import ResultStore
 from helpers.stats import speedup, spread
@@ -41,17 +42,17 @@ def pick_device(name: str = "auto") -> torch.device:
     default), so that records name the device the same way whichever way it was asked for.
     """
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if gpu_count() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', not {name!r}")
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if device.type == "cuda" and not gpu_count():
         raise ValueError(f"device {name!r} asked for, but no CUDA device is visible")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type == "cuda" and device.index is None:  # the recorded machine's first GPU without CUDA here
+        device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
     return device
 
 

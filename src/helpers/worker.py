@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from helpers.hardware import usable_cores
+from helpers.hardware import gpu_count, usable_cores
 from helpers.results import write_json_atomically
 
 MAX_TIMEOUT_SECONDS = 120  # every process group times out within 2 minutes
@@ -28,8 +28,8 @@ ALL_RANKS_HERE = "all_ranks_on_this_machine"  # config key set by helpers.launch
 
 
 def visible_gpus() -> int:
-    """CUDA devices torch can see (0 without CUDA)."""
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    """CUDA devices torch can see (0 without CUDA); the recorded machine's (``hardware.gpu_count``)."""
+    return gpu_count()
 
 
 def usable_gpus(gpus: int | None = None) -> int:

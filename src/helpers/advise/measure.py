@@ -24,7 +24,7 @@ from helpers.advise.counting import AdviseError, Counted
 from helpers.costmodel import recommend, timemodel
 from helpers.costmodel.specs import gpu_key
 from helpers.dataparallel import stored_copy_calibration
-from helpers.hardware import usable_cores
+from helpers.hardware import gpu_count, gpu_name, usable_cores
 from helpers.phase_clock import PhaseClock
 from helpers.results import ResultStore
 from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_step
@@ -160,7 +160,7 @@ def time_model(
     link = timemodel.stored_all_reduce_alpha_beta(store, backend, device)
     one = "cuda:0" if device == "cuda" else "cpu"
     copy_record = stored_copy_calibration(store, device=one)
-    devices = torch.cuda.device_count() if device == "cuda" and backend == "nccl" else 1
+    devices = gpu_count() if device == "cuda" and backend == "nccl" else 1
     peer = stored_copy_calibration(store, device="cuda:0", to="cuda:1") if devices > 1 else None
     optimizer = (steps.groupby("threads")["optimizer_seconds"].median() / parameters).to_dict()
     return timemodel.TimeModel(
@@ -180,9 +180,9 @@ def measured_computes(steps: pd.DataFrame) -> dict:
     """Lines through single-GPU step times measured on a GPU the roofline knows (``recommend``'s form):
     they replace the roofline for that GPU in every prediction. Empty on a CPU or an unknown GPU."""
     gpu_steps = steps[steps["device"].str.startswith("cuda")]
-    if gpu_steps.empty or not torch.cuda.is_available():
+    if gpu_steps.empty or not gpu_count():
         return {}
-    key = gpu_key(torch.cuda.get_device_name(0))
+    key = gpu_key(gpu_name(0))
     if key is None:
         return {}
     frame = (
