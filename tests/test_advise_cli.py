@@ -54,6 +54,10 @@ def test_the_command_advises_on_a_model_in_a_file_and_writes_its_json(in_a_proje
          "the forward pass rejects input shape (N, 7)"),
         (["nowhere:build", "--input-shape", "6", "--batch", "16"], "cannot import 'nowhere'"),
         (["ConvNet", "--batch", "16", "--dtype", "fp16"], "dtype 'fp16' is not one of float32, bf16"),
+        (["ConvNet", "--batch", "16", "--samples-per-epoch", "8"],
+         "an epoch of 8 samples is smaller than the global batch of 16"),
+        (["ConvNet", "--batch", "4096", "--gpus", "1,8"],
+         "a global batch of 4096 is larger than the default epoch, FSDD's training split of 2,700 clips"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_nothing_runs(in_a_project, capsys, arguments, message):
@@ -68,6 +72,7 @@ def test_the_book_s_model_by_name_as_a_process(in_a_project):
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ConvNet: 376,200 parameters") and "Verdicts:" in done.stdout
+    assert "an epoch of 2,700 samples (FSDD's training split, the default" in done.stdout
     seconds = float(done.stdout.rstrip().rsplit("(", 1)[1].split(" s)")[0])
     assert seconds < 10
 

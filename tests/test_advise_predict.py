@@ -96,3 +96,22 @@ def test_the_report_reads_as_aligned_columns_and_the_json_keeps_every_source(lin
     )
     report.write_figure(tmp_path / "advice.png", linear_advice)
     assert (tmp_path / "advice.png").stat().st_size > 10_000
+
+
+def test_the_default_epoch_is_fsdd_s_training_split_and_the_report_says_which():
+    """Not a made-up epoch: FSDD's 2,700 training clips by default, named as such; a given one "as given";
+    a global batch larger than the default epoch is refused, saying how to give one."""
+    counted = counting.count_book_model("ConvNet")
+    default = predict.advise(counted, 256, gpu_counts=(1, 8))
+    assert default.samples == 2_700 and default.epoch_source == "FSDD's training split, the default"
+    assert ("Global batch 256; an epoch of 2,700 samples (FSDD's training split, the default; "
+            "--samples-per-epoch sets yours), 11 steps.") in report.render(default)  # fmt: skip
+    given = predict.advise(counted, 256, gpu_counts=(1, 8), samples=5_000)
+    assert "an epoch of 5,000 samples (as given), 20 steps" in report.render(given)
+    assert report.as_json(given)["samples_per_epoch_source"] == "as given"
+    with pytest.raises(
+        counting.AdviseError, match="larger than the default epoch, FSDD's training split of 2,700"
+    ):
+        predict.epoch(4_096, None)
+    with pytest.raises(counting.AdviseError, match="an epoch must hold a positive number of samples, not 0"):
+        predict.epoch(16, 0)

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from helpers import ddp_compare, lightning_ddp
+from helpers import ddp_compare, ddp_placement, lightning_ddp
 
 
 def test_dataparallel_is_set_against_the_ddp_launch_of_its_own_round(monkeypatch):
@@ -47,4 +47,24 @@ def test_the_answer_lists_each_model_s_verdict():
     assert ddp_compare.dataparallel_answer(table) == (
         "`LinearNet` faster, 2.00× (1.90–2.10×, 3 rounds each); `ConvNet` not resolved, 1.02× "
         "(0.90–1.20×, 3 rounds each)"
+    )
+
+
+def test_dataparallel_against_ddp_is_read_for_where_both_ran():
+    one_gpu = ddp_placement.Placement("gloo", "cuda", 4, gpus=1, cores=16, threads=4, gpu_name="NVIDIA H200")
+    said = ddp_compare.dataparallel_reading(["cuda:0"] * 4, one_gpu)
+    assert said == (
+        "Here DataParallel's 4 replicas run in one process on one NVIDIA H200, and DDP's 4 Gloo ranks take "
+        "turns on the same GPU, every gradient bucket staged through host memory: read this as the two "
+        "methods' overheads on a shared GPU, not as a ranking for 4 GPUs."
+    )
+    assert "cores" not in said and "CPU" not in said
+    cpu = ddp_placement.Placement("gloo", "cpu", 2, gpus=0, cores=2, threads=1)
+    assert ddp_compare.dataparallel_reading(["cpu"] * 2, cpu) == (
+        "It has all the threads while each DDP rank has its share: read this as the two methods' overheads "
+        "on the same 2 cores, not as a ranking for GPUs."
+    )
+    own = ddp_placement.Placement("nccl", "cuda", 4, gpus=4, cores=64, threads=16, gpu_name="NVIDIA H100")
+    assert ddp_compare.dataparallel_reading([f"cuda:{i}" for i in range(4)], own) == (
+        "Each of the 4 replicas and each DDP rank has a GPU of its own."
     )

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from helpers import profiling, stats, train
+from helpers.results import ResultStore
 
 CUDA_TABLE = Path(__file__).parent / "data" / "profile-cuda-key-averages.json"
 
@@ -93,9 +94,19 @@ def test_event_rows_reads_torch_key_averages():
     assert set(rows["aten::addmm"]) == {"key", "count", "device_type", "is_user_annotation", *profiling.TIMES}
 
 
-def test_profile_has_the_three_phases_and_operators(clips):
-    """A real run on the CPU: phases once each from unprofiled steps, no device clock, positive totals."""
-    result = profiling.profile_training_step("LinearNet", clips, batch_size=8, device="cpu", timed_steps=3)
+def test_profile_has_the_three_phases_and_operators(clips, tmp_path):
+    """A real run on the CPU, through the store (a record like any timing, reused on rerun): phases once
+    each from unprofiled steps, no device clock, positive totals."""
+    store = ResultStore("test-profile", root=tmp_path, hardware={"cpu_model": "test"})
+    record = profiling.stored_step_profile(
+        store, "LinearNet", clips, batch_size=8, device="cpu", timed_steps=3
+    )
+    assert record["config"]["autocast"] is None and record["config"]["device"] == "cpu"
+    again = profiling.stored_step_profile(
+        store, "LinearNet", clips, batch_size=8, device="cpu", timed_steps=3
+    )
+    assert again == record  # reused, not profiled again
+    result = record["result"]
     assert [row["phase"] for row in result["phases"]] == ["forward", "backward", "optimizer"]
     assert all(row["host_seconds"] > 0 and row["device_seconds"] is None for row in result["phases"])
     assert result["device"] == "cpu" and result["device_seconds"] is None

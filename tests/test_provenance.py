@@ -3,6 +3,7 @@
 import json
 
 import nbformat
+import pytest
 
 from helpers import provenance
 from helpers.results import ResultStore, short_hash
@@ -27,8 +28,8 @@ def test_banner_names_hardware_and_profile(tmp_path):
     store = ResultStore("cpu", root=tmp_path, hardware=HARDWARE)
     line, limits = provenance.banner(store).data.split("\n\n")
     assert line == "**CPU edition** · **measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon"
-    assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL runs one rank
-    assert "NCCL runs one rank" in limits
+    assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL can start one rank
+    assert "NCCL can start only one rank" in limits
 
 
 def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
@@ -47,13 +48,14 @@ def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
     identifier = short_hash(HARDWARE)
     assert (
         "| 01_a | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon "
-        f"(`{short_hash(HARDWARE)}`) | — | where it measured | 2026-11-22T03:00:00+00:00 | 321.5 s | — |"
+        f"(`{short_hash(HARDWARE)}`) | — | on the machine that measured it | 2026-11-22T03:00:00+00:00 "
+        "| 321.5 s | — |"
     ) in page
     assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page
     assert "| 02_b | not executed yet |" in page
     edition = (tmp_path / "book" / "edition.md").read_text()
     assert edition.startswith("```{note}\n- **Chapter 1** (GPU edition): measured on 1x NVIDIA H200")
-    assert "NCCL runs one rank (it refuses two ranks on one GPU)" in edition
+    assert "NCCL can start only one rank (it refuses two ranks on one GPU)" in edition
     assert "| driver | 580.1 |" in page and "| NCCL (torch build) | 2.28.9 |" in page
     assert "```text\n\tGPU0\nGPU0\t X \n```" in page
 
@@ -122,3 +124,43 @@ def test_a_chapter_run_on_a_restarted_machine_keeps_the_id_its_records_have(tmp_
     page = provenance.write_provenance_page().read_text()
     assert page.count(f"(`{short_hash(first)}`)") == 2 and short_hash(rebooted) not in page
     assert page.count("### Machine") == 1 and "```text\nGPU0\nGPU0\t X \n```" in page  # no escape codes
+
+
+def test_the_book_shows_each_chapters_gpu_edition_where_one_was_executed(tmp_path, monkeypatch):
+    """auto: the GPU edition where it finished, else the CPU edition; the note and the page say which
+    machine measured each chapter and where it was executed from those records."""
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    (tmp_path / "notebooks").mkdir()
+    for name in ("01_a", "02_b"):
+        nbformat.write(nbformat.v4.new_notebook(), tmp_path / "notebooks" / f"{name}.ipynb")
+    laptop = {**HARDWARE, "gpus": [], "gpu_topology": None, "cpu_model": "Test EPYC", "usable_cores": 2}
+    for profile, name, study in (
+        ("cpu", "01_a", {"hardware": laptop}),
+        ("cpu", "02_b", {"hardware": laptop}),
+        ("gpu", "02_b", {"hardware": HARDWARE, "records_of": "h200", "executed_on": laptop,
+                         "measured_between": ["2026-11-26T04:36:42+00:00", "2026-11-26T15:41:00+00:00"]}),
+        ("gpu", "01_a", {"hardware": HARDWARE}),
+    ):  # fmt: skip
+        executed = nbformat.v4.new_notebook()
+        executed.metadata["study"] = {"profile": profile, "status": "finished", **study}
+        if (profile, name) == ("gpu", "01_a"):
+            executed.metadata["study"]["status"] = "failed"  # not a finished edition: not shown
+        (tmp_path / "book" / "chapters" / profile).mkdir(parents=True, exist_ok=True)
+        nbformat.write(executed, tmp_path / "book" / "chapters" / profile / f"{name}.ipynb")
+    assert [p.parent.name for p in provenance.published()] == ["cpu", "gpu"]
+    assert [p.parent.name for p in provenance.published("cpu")] == ["cpu", "cpu"]
+    with pytest.raises(ValueError, match="edition must be one of"):
+        provenance.published("tpu")
+    provenance.publish()
+    toc = (tmp_path / "book" / "_toc.yml").read_text()
+    assert "  - file: book/chapters/cpu/01_a\n  - file: book/chapters/gpu/02_b\n" in toc
+    note = (tmp_path / "book" / "edition.md").read_text()
+    assert (
+        "- **Chapter 2** (GPU edition): measured on 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`), "
+        "executed from the stored records, on 2-core Test EPYC, no GPU." in note
+    )
+    page = (tmp_path / "book" / "provenance.md").read_text()
+    assert (
+        "| 02_b | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`) | "
+        "2026-11-26 | from the stored records, on 2-core Test EPYC, no GPU |" in page
+    )

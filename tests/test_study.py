@@ -17,7 +17,7 @@ import nbformat
 import psutil
 import pytest
 
-from helpers import hardware, study
+from helpers import coverage, hardware, study
 from helpers.hardware import Machine
 from helpers.processes import stop_process_tree
 from helpers.results import ResultStore
@@ -485,7 +485,7 @@ def test_a_chapter_executes_from_another_machines_records_measuring_nothing(reco
     assert metadata["measured_between"] == [record["measured_at"]] * 2
     assert len(list((root / "data" / "results" / "gpu" / "records").glob("*.json"))) == 1  # none added
     assert "01_reader" not in study.read_durations("gpu").get(study.machine_id(), {})  # nothing timed
-    manifest = study.manifest_path("gpu", machine, "01_reader")
+    manifest = coverage.manifest_path("gpu", machine, "01_reader")
     assert json.loads(manifest.read_text())["records"] == [{"kind": "demo", "config": record["config"]}]
 
     Path(record_path := ResultStore("gpu", hardware=H200).path(record["config"])).unlink()

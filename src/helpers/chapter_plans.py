@@ -136,7 +136,7 @@ def chapter_three(p: dict, machine: Machine) -> list[Item]:
         "epochs": p["epochs"],
         "global_batch_size": p["global_batch_size"],
         "warmup_steps": p["warmup_steps"],  # new: part of every ddp_run record's config
-        "gpus": p["gpus"],
+        **({"gpus": p["gpus"]} if p["gpus"] is not None else {}),  # as the notebook passes it
     }
     sweeps = ddp.chapter_sweeps(
         p["models_to_time"], plan, p["bucket_caps_mb"], p["compressions"], p["parity_seeds"], p["launches"]
@@ -236,7 +236,7 @@ def chapter_four(p: dict, machine: Machine) -> list[Item]:
             sizes_bytes=p["message_bytes"],
             chunks=p["broadcast_chunks"],
             iterations=p["iterations"],
-            time_budget_seconds=p["benchmark_budget_seconds"] or 0.75 * 600,
+            time_budget_seconds=p["benchmark_budget_seconds"],  # as the notebook passes it (None: the share)
         )
         item = Item(
             chapter,
@@ -311,7 +311,7 @@ def reuse_across_chapters(items: list[Item]) -> list[Item]:
             item.what = (
                 f"all-reduce benchmark, {config['backend']}: chapter {int(measured[where][:2])}'s, reused"
             )
-            item.seconds = 0.0
+            item.seconds, item.reused = 0.0, True
         elif not (item.skipped or item.refusal):
             measured.setdefault(where, item.chapter)
     return items
@@ -341,9 +341,9 @@ def chapter_six(p: dict, machine: Machine) -> list[Item]:
             train_samples=p["train_samples"],
             optimizer=optimizer,
         )
-        what = f"accumulation parity, {optimizer}"
+        what = f"accumulation parity, {optimizer}"  # stored by the process that launches it, as its own kind
         items.append(Item(chapter, what, "LinearNet", p["global_batch_size"] // k, p["scaling_steps"], "cpu",
-                          Request(SHARDING, k, config)))  # fmt: skip
+                          Request(SHARDING, k, config), keyed=False))  # fmt: skip
     single = "cuda" if device == "cuda" else "cpu"
     items += [Item(chapter, f"accumulation, {m}, {n} micro-batches", m, p["global_batch_size"],
                    p["scaling_steps"], single, repeats=launches)

@@ -74,3 +74,28 @@ def dataparallel_against_ddp(
 def dataparallel_answer(table: pd.DataFrame) -> str:
     """``dataparallel_against_ddp``'s verdicts in one phrase: ```LinearNet``: faster, 2.12× (…); …``."""
     return "; ".join(f"`{model}` {row['DDP against DataParallel']}" for model, row in table.iterrows())
+
+
+def dataparallel_reading(devices: list[str], where) -> str:
+    """What DataParallel on ``devices`` (its replicas' devices, as timed) against DDP's ranks where they ran
+    (``ddp_placement.Placement``) ranks: the two methods' overheads on shared cores or on one shared GPU, or
+    the two methods on a GPU per replica and per rank."""
+    if where.device == "cpu":
+        return (
+            "It has all the threads while each DDP rank has its share: read this as the two methods' "
+            f"overheads on the same {where.cores} cores, not as a ranking for GPUs."
+        )
+    replicas = len(devices)
+    together = len(set(devices)) < replicas
+    if not (together or where.shares_gpu):
+        return f"Each of the {replicas} replicas and each DDP rank has a GPU of its own."
+    placed = f"run in one process on {where.shared or 'one GPU'}" if together else "have a GPU each"
+    ranks = "have a GPU each"
+    if where.shares_gpu:
+        ranks = "take turns on the same GPU" if together else f"take turns on {where.shared}"
+    staged = ", every gradient bucket staged through host memory" if where.staged else ""
+    return (
+        f"Here DataParallel's {replicas} replicas {placed}, and DDP's {where.ranks} {where.name} ranks "
+        f"{ranks}{staged}: read this as the two methods' overheads on a shared GPU, not as a ranking for "
+        f"{replicas} GPUs."
+    )

@@ -22,11 +22,12 @@ from helpers.stats import MATTERS, describe_speedup, launch_speedup
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
 
 
-def _ms(seconds: float) -> str:
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds to three significant digits, as chapter 3's tables and sentences give them."""
     return significant(seconds * 1e3)
 
 
-def _listed(items) -> str:
+def listed(items) -> str:
     """``a, b and c``: items in a sentence."""
     words = [str(item) for item in items]
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
@@ -112,9 +113,10 @@ def bucket_launches(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
 
 
 def scaling_table(runs: list[tuple[dict, dict]]) -> tuple[pd.DataFrame, dict]:
-    """Per model, backend and rank count: threads per rank, launches, the median step and all-reduce, and
-    the speed-up over one process (the one-rank launches, on whichever backend ran them: one rank moves
-    nothing) across launches. Also returns the comparisons, keyed by (model, backend, ranks)."""
+    """Per model, backend and rank count: threads per rank, launches, the median step and all-reduce (one
+    rank's too where the hook timed one: Gloo with CUDA tensors copies the buckets through host memory even
+    with no peer), and the speed-up over one rank (the one-rank launches, on whichever backend ran them)
+    across launches. Also returns the comparisons, keyed by (model, backend, ranks)."""
     rows, changes = [], {}
     keys = dict.fromkeys((v["model"], v["backend"], v["ranks"]) for v, _ in runs)
     for model, backend, ranks in keys:
@@ -130,7 +132,7 @@ def scaling_table(runs: list[tuple[dict, dict]]) -> tuple[pd.DataFrame, dict]:
         rows.append({"model": model, "backend": backend, "ranks": ranks,
                      "threads per rank": mine[0][1]["result"]["threads_per_rank"], "launches": len(mine),
                      "step time (s)": significant(median_of_medians(launch_steps(mine))),
-                     "all-reduce (ms)": _ms(allreduce) if ranks > 1 else "–",
+                     "all-reduce (ms)": ms(allreduce),
                      "against one rank": text})  # fmt: skip
     return pd.DataFrame(rows).set_index(["model", "backend", "ranks"]), changes
 
@@ -162,7 +164,10 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
     model's difference each way (``expected_seconds``: the model's). ``saved_seconds`` is the measured saving
     per step, baseline median minus candidate median (negative: slower), with ``saved_low`` to
     ``saved_high`` from the speed-up's interval at the baseline's median. ``compression`` names the
-    candidate's compression (None: the comparison is of buckets).
+    candidate's compression (None: the comparison is of buckets). ``waits``, per side: whether its bound is
+    the hook's time in flight although more of that time came before the backward pass's last gradient than
+    the α-β model gives the whole all-reduce: buckets handed over early that wait for the other ranks'
+    backward passes, so the bound is loose (``waiting``).
     """
     change = compare(runs, baseline, candidate)
     records = [matching(runs, **side)[0][1]["result"] for side in (baseline, candidate)]
@@ -173,10 +178,12 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
     base = change["baseline_seconds"]
     buckets = [len(r["bucket_bytes"]) for r in records]
     most_saved, most_lost = larger_all_reduce(hook[0], model[0]), larger_all_reduce(hook[1], model[1])
+    waits = [waiting(h, e, m) for h, e, m in zip(hook, exposed, model, strict=True)]
     if buckets == [1, 1]:  # nothing overlaps: only the difference of the two all-reduces can show
         differences = [a - b for a, b in (hook, model) if not (math.isnan(a) or math.isnan(b))]
         most_saved = max([0.0, *differences])
         most_lost = max([0.0, *(-difference for difference in differences)])
+        waits = [False, False]
     return {
         "change": change,
         "saved_seconds": base - change["candidate_seconds"],
@@ -189,12 +196,25 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
         "expected_seconds": model[0] - model[1],
         "most_saved": most_saved,
         "most_lost": most_lost,
+        "waits": waits,
         "compression": candidate.get("compression"),
     }
 
 
+def waiting(hook: float, exposed: float, model: float) -> bool:
+    """Whether the hook's time in flight is mostly waiting, not communication: longer than the α-β model's
+    all-reduce (beyond ``stats.MATTERS``), more of it before the backward pass's last gradient than the
+    model gives the whole all-reduce, and no more than the model's after it (an all-reduce as slow as the
+    hook says would show after the last gradient too). A bucket handed over early is in flight until every
+    rank has handed it over, so this is the other ranks' backward passes, which take turns where the ranks
+    share a device."""
+    if math.isnan(hook) or math.isnan(exposed):
+        return False
+    return hook > model * (1 + MATTERS) and hook - exposed > model >= exposed
+
+
 def _arrow(values) -> str:
-    return " → ".join(map(_ms, values))
+    return " → ".join(map(ms, values))
 
 
 def measured_saving(bound: dict) -> str:
@@ -202,15 +222,31 @@ def measured_saving(bound: dict) -> str:
     saved``, ``between 10.0 and 30.0 ms saved``, ``between 5.00 and 9.00 ms lost``."""
     low, high = bound["saved_low"], bound["saved_high"]
     if low >= 0:
-        return f"between {_ms(low)} and {_ms(high)} ms saved"
+        return f"between {ms(low)} and {ms(high)} ms saved"
     if high <= 0:
-        return f"between {_ms(-high)} and {_ms(-low)} ms lost"
-    return f"between {_ms(-low)} ms lost and {_ms(high)} ms saved"
+        return f"between {ms(-high)} and {ms(-low)} ms lost"
+    return f"between {ms(-low)} ms lost and {ms(high)} ms saved"
+
+
+LOOSE = "the hook's time in flight, mostly waiting for backward passes, not communication"
 
 
 def bound_limits(bound: dict) -> str:
-    """The most a setting can move a step, both ways: ``at most 50.0 ms saved or 30.0 ms lost``."""
-    return f"at most {_ms(bound['most_saved'])} ms saved or {_ms(bound['most_lost'])} ms lost"
+    """The most a setting can move a step, both ways: ``at most 50.0 ms saved or 30.0 ms lost``; a side
+    whose bound is mostly waiting (``communication_bound``'s ``waits``) says so, as a loose bound."""
+    saved, lost = (
+        f"{ms(bound[key])} ms {word}" for key, word in (("most_saved", "saved"), ("most_lost", "lost"))
+    )
+    waits = bound.get("waits", [False, False])
+    saved += f" ({LOOSE}: a loose bound)" if waits[0] else ""
+    lost += f" ({LOOSE}: a loose bound)" if waits[1] else ""
+    return f"at most {saved} or {lost}"
+
+
+def _bound_cell(bound: dict, key: str, side: int) -> str:
+    """A bound in the table, labelled where it is the hook's time in flight and mostly waiting."""
+    loose = bound.get("waits", [False, False])[side]
+    return ms(bound[key]) + (" (hook's time in flight: mostly waiting, not communication)" if loose else "")
 
 
 def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
@@ -220,13 +256,11 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
         "all-reduce in flight, timed in the hook (ms)": lambda b: _arrow(b["hook_seconds"]),
         "of it after backward's last gradient (ms)": lambda b: _arrow(b["exposed_seconds"]),
         "all-reduce, α-β model (ms)": lambda b: _arrow(b["model_seconds"]),
-        "α-β model's saving if nothing overlaps (ms)": lambda b: _ms(b["expected_seconds"]),
-        "most it can save (ms)": lambda b: _ms(b["most_saved"]),
-        "most it can cost (ms)": lambda b: _ms(b["most_lost"]),
-        "measured saving per step, interval (ms)": lambda b: (
-            f"{_ms(b['saved_low'])} to {_ms(b['saved_high'])}"
-        ),
-        "measured saving, medians (ms)": lambda b: _ms(b["saved_seconds"]),
+        "α-β model's saving if nothing overlaps (ms)": lambda b: ms(b["expected_seconds"]),
+        "most it can save (ms)": lambda b: _bound_cell(b, "most_saved", 0),
+        "most it can cost (ms)": lambda b: _bound_cell(b, "most_lost", 1),
+        "measured saving per step, interval (ms)": lambda b: f"{ms(b['saved_low'])} to {ms(b['saved_high'])}",
+        "measured saving, medians (ms)": lambda b: ms(b["saved_seconds"]),
         "step time (s)": lambda b: (
             f"{significant(b['change']['baseline_seconds'])} → "
             f"{significant(b['change']['candidate_seconds'])}"
@@ -242,7 +276,7 @@ def bound_summary(what: str, bound: dict) -> str:
     where the verdict is resolved) and the most the setting can move the step."""
     change, saved = bound["change"], bound["saved_seconds"]
     if change["verdict"] in ("faster", "slower"):
-        point = f"{_ms(saved)} ms saved" if saved >= 0 else f"{_ms(-saved)} ms lost"
+        point = f"{ms(saved)} ms saved" if saved >= 0 else f"{ms(-saved)} ms lost"
         measured = f"{point} per step ({measured_saving(bound)})"
     else:
         measured = f"{measured_saving(bound)} per step"
@@ -254,19 +288,21 @@ def bound_summary(what: str, bound: dict) -> str:
     return f"{what}: {describe_speedup(change)}, {measured}; {limits}."
 
 
-def bound_sentence(what: str, bound: dict) -> str:
+def bound_sentence(what: str, bound: dict, shared: str = "") -> str:
     """``bound_summary``, then the all-reduce it changes before and after, in the hook and in the α-β model,
     and what the two say together: a compression that the model has shortening the all-reduce while the
-    hook's time (which holds the conversions) did not shorten, or lengthened; an interval of the launches
-    wider than anything the setting can change."""
+    hook's time (which holds the conversions) did not shorten, or lengthened; a bound that is mostly the
+    wait for backward passes (``waiting``: ``shared`` names what the ranks' backward passes take turns on,
+    as ``ddp_placement.Placement.shared`` says it); an interval of the launches wider than anything the
+    setting can change."""
     hook, exposed, model = bound["hook_seconds"], bound["exposed_seconds"], bound["model_seconds"]
     name = bound.get("compression")
     inside = f", the conversions to and from {name} included" if name else ""
     sentences = [
         bound_summary(what, bound),
-        f"The all-reduce it changes, timed in the hook{inside}, went from {_ms(hook[0])} to "
-        f"{_ms(hook[1])} ms per step ({_ms(exposed[0])} to {_ms(exposed[1])} ms of it after the backward "
-        f"pass's last gradient); the α-β model has {_ms(model[0])} to {_ms(model[1])} ms.",
+        f"The all-reduce it changes, timed in the hook{inside}, went from {ms(hook[0])} to "
+        f"{ms(hook[1])} ms per step ({ms(exposed[0])} to {ms(exposed[1])} ms of it after the backward "
+        f"pass's last gradient); the α-β model has {ms(model[0])} to {ms(model[1])} ms.",
     ]
     model_shorter = model[1] < model[0] / (1 + MATTERS)
     if name and model_shorter and hook[1] > hook[0] * (1 + MATTERS):
@@ -279,6 +315,18 @@ def bound_sentence(what: str, bound: dict) -> str:
             f"So {name} did not shorten the hook-timed all-reduce that its fewer bytes shorten in the model: "
             "here the conversions took about what the bytes saved."
         )
+    for side, waits in enumerate(bound.get("waits", [False, False])):
+        if waits:
+            turns = " of the other ranks"
+            if shared:
+                turns = f" that {'share' if 'cores' in shared else 'take turns on'} {shared} here"
+            sentences.append(
+                f"Of the {ms(hook[side])} ms in flight {('before', 'after')[side]} the change, only "
+                f"{ms(exposed[side])} ms came after the backward pass's last gradient, and the α-β model "
+                f"has {ms(model[side])} ms for the whole all-reduce: most of it is buckets handed over "
+                f"early waiting for backward passes{turns}, not communication, so the {ms(hook[side])} ms "
+                "bound is a loose one."
+            )
     if bound["saved_low"] < -bound["most_lost"] and bound["saved_high"] > bound["most_saved"]:
         sentences.append(
             "The launches' interval reaches beyond what the setting can change both ways: their spread is "
@@ -373,10 +421,12 @@ def learning_check(
     compressed against not); ``noise`` (the standard deviation over seeds of the one-rank accuracy: a gap
     within about two of them is seed-to-seed variation; NaN with one seed); ``rounding_loss`` (the largest
     relative loss difference compression made); ``learns`` (every seed's one-rank accuracy at least
-    ``LEARNS_BY`` above its chance), ``lowest_margin`` and ``clips`` (the training clips each launch
-    scored: accuracy moves in steps of one clip in that many).
+    ``LEARNS_BY`` above its chance), ``margins`` (per seed, one rank's accuracy less its chance),
+    ``lowest_margin``, ``highest_margin`` and ``clips`` (the training clips each launch scored: accuracy
+    moves in steps of one clip in that many).
     """
-    rows, ranks_gaps, rounding_gaps, rounding_losses, margins, one_rank = [], [], [], [], [], []
+    rows, ranks_gaps, rounding_gaps, rounding_losses, one_rank = [], [], [], [], []
+    margins: dict[int, float] = {}
     clips = None
     for seed in dict.fromkeys(v["seed"] for v, _ in parity_runs):
         one = matching(parity_runs, seed=seed, ranks=1)[0][1]["result"]
@@ -387,7 +437,7 @@ def learning_check(
                f"accuracy, {ranks} ranks (%)": _percent(many["result"]["train_accuracy"])}  # fmt: skip
         one_rank.append(one["train_accuracy"])
         ranks_gaps.append(abs(many["result"]["train_accuracy"] - one["train_accuracy"]))
-        margins.append(one["train_accuracy"] - chance[seed])
+        margins[seed] = one["train_accuracy"] - chance[seed]
         for variation, record in matching(rounding_runs, seed=seed):
             accuracy = record["result"]["train_accuracy"]
             row[f"accuracy, {ranks} ranks, {variation['compression']} (%)"] = _percent(accuracy)
@@ -402,8 +452,10 @@ def learning_check(
         "rounding_gap": max(rounding_gaps, default=math.nan),
         "rounding_loss": max(rounding_losses, default=math.nan),
         "noise": statistics.stdev(one_rank) if len(one_rank) > 1 else math.nan,
-        "learns": min(margins) >= LEARNS_BY,
-        "lowest_margin": min(margins),
+        "learns": min(margins.values()) >= LEARNS_BY,
+        "margins": margins,
+        "lowest_margin": min(margins.values()),
+        "highest_margin": max(margins.values()),
         "clips": clips,
     }
 
@@ -430,15 +482,34 @@ def chapter_bounds(runs: dict[str, list[tuple[dict, dict]]], fit: dict) -> dict[
     return bounds
 
 
+def _points_at_least(share: float) -> str:
+    """Percentage points, rounded down to one decimal: what "at least" may say of ``share``."""
+    return f"{math.floor(round(share * 1000, 6)) / 10:.1f}"
+
+
 def learning_sentence(check: dict, ranks: int, model: str) -> str:
-    """What the accuracy check says, in one or two sentences, from ``learning_check``'s result: gaps in
-    percentage points and in clips, "identical" where there is none, and the step one clip makes."""
+    """What the accuracy check says, in one or two sentences, from ``learning_check``'s result: how far above
+    the commonest digit one rank got (every seed's margin, the lowest below ``LEARNS_BY`` where the model
+    did not learn), gaps in percentage points and in clips, "identical" where there is none, and the step
+    one clip makes."""
     seeds, clips = len(check["table"]), check["clips"]
     if not check["learns"]:
+        margins = check.get("margins") or {None: check["lowest_margin"]}
+        lowest = min(margins, key=margins.get)
+        points = {seed: significant(margin * 100) for seed, margin in margins.items()}
+        got, each, short = points[lowest], "", points[lowest]
+        if len(margins) > 1:
+            got = f"between {points[lowest]} and {significant(max(margins.values()) * 100)}"
+            each = " (" + ", ".join(f"seed {seed} {points[seed]}" for seed in margins) + ")"
+            short = f"seed {lowest}'s {points[lowest]}"
+        above = "above"
+        if max(margins.values()) < 0:  # every seed below chance: say how far below
+            above, got = "below", got.replace("-", "")
         return (
-            f"`{model}` got no more than {check['lowest_margin'] * 100:.0f} percentage points above always "
-            "answering the commonest digit in these short runs, too little for accuracy to show anything: "
-            "the step-by-step loss parity is the check that counts."
+            f"`{model}` got {got} percentage points {above} always answering the commonest digit in these "
+            f"short runs{each}; {short} is under the {LEARNS_BY * 100:.0f} that this check asks of a model "
+            "that learns, too little for accuracy to show anything: the step-by-step loss parity is the "
+            "check that counts."
         )
 
     def gap(value: float, unit: str) -> str:
@@ -460,10 +531,10 @@ def learning_sentence(check: dict, ranks: int, model: str) -> str:
     if differs and seeds > 1:
         said += f", against a seed-to-seed spread of {check['noise'] * 100:.1f} points"
     return (
-        f"`{model}` fits its {clips} training clips here, at least {check['lowest_margin'] * 100:.0f} "
-        f"percentage points above always answering the commonest digit (what it fits, not what it "
-        f"generalises; the per-step loss parity is the stricter check). {said} ({clips} clips: accuracy "
-        f"moves in steps of {100 / clips:.2g} %)."
+        f"`{model}` fits its {clips} training clips here, at least "
+        f"{_points_at_least(check['lowest_margin'])} percentage points above always answering the commonest "
+        f"digit (what it fits, not what it generalises; the per-step loss parity is the stricter check). "
+        f"{said} ({clips} clips: accuracy moves in steps of {100 / clips:.2g} %)."
     )
 
 
@@ -502,62 +573,10 @@ def warmup_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
             warm, statistics.median(timed), statistics.median(early), statistics.median(late)
         )
         rows.append({"model": model, "backend": backend, "ranks": ranks,
-                     "first step (ms)": _ms(statistics.median(firsts)),
-                     "other warm-up steps (ms)": _ms(warm) if warm is not None else "–",
-                     "timed steps (ms)": _ms(statistics.median(timed)), "reading": reading})  # fmt: skip
+                     "first step (ms)": ms(statistics.median(firsts)),
+                     "other warm-up steps (ms)": ms(warm) if warm is not None else "–",
+                     "timed steps (ms)": ms(statistics.median(timed)), "reading": reading})  # fmt: skip
     return pd.DataFrame(rows).set_index(["model", "backend", "ranks"])
-
-
-def scaling_sentence(changes: dict[str, dict], ranks: int) -> str:
-    """What the ranks against one process mean on shared cores, per verdict (``changes``: model →
-    ``compare`` result): processes that won used the cores better than one process's threads, which is not
-    DDP scaling; processes that lost paid for what DDP adds; an unresolved comparison says nothing."""
-    if not changes:
-        return "With one rank there is nothing to compare."
-    by_verdict: dict[str, list[str]] = {}
-    for model, change in changes.items():
-        by_verdict.setdefault(change["verdict"], []).append(f"`{model}`")
-    sentences = []
-    if "faster" in by_verdict:
-        sentences.append(
-            f"Where {ranks} processes with a share of the threads each beat one process with all of them "
-            f"({_listed(by_verdict['faster'])}), the cores were used better by processes than by one "
-            "operator's threads at a small batch; that is not DDP scaling."
-        )
-    if "slower" in by_verdict:
-        sentences.append(
-            f"Where they lost ({_listed(by_verdict['slower'])}), what DDP adds cost more than any better use "
-            "of the cores gained."
-        )
-    if "no measurable difference" in by_verdict:
-        sentences.append(
-            f"For {_listed(by_verdict['no measurable difference'])} the two ways of using the cores came out "
-            "the same."
-        )
-    if "not resolved" in by_verdict:
-        sentences.append(
-            f"For {_listed(by_verdict['not resolved'])} the launches do not resolve a difference."
-        )
-    return " ".join(sentences)
-
-
-def backends_answer(plan: pd.DataFrame, device: str, gpus_visible: int) -> str:
-    """What was measured and what not, per backend of ``launch.run_plan``'s ``plan``, as statements: a
-    refusal says why (NCCL on CPU tensors: it needs CUDA tensors, and whether this machine has a GPU),
-    without the launcher's advice."""
-    ran = plan.query("runs").groupby("backend", sort=False)["ranks"].max()
-    parts = [
-        f"{BACKEND_NAMES.get(b, b)} measured, up to {k} rank{'' if k == 1 else 's'}." for b, k in ran.items()
-    ]
-    refused = plan.query("not runs").drop_duplicates("backend")
-    for row in refused[~refused["backend"].isin(ran.index)].itertuples():
-        if row.backend == "nccl" and device == "cpu":
-            where = "this machine has no GPU" if gpus_visible == 0 else "this run uses CPU tensors"
-            why = f"it needs CUDA tensors, and {where}"
-        else:
-            why = row.reason.split(" (")[0]
-        parts.append(f"{BACKEND_NAMES.get(row.backend, row.backend)} not measured: {why}.")
-    return " ".join(parts)
 
 
 def fit_source(records: list[dict], fit: dict, backend: str, device: str) -> str:

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from helpers import dataparallel, hardware, models, profiling, train
+from helpers import dataparallel, hardware, models, profiling, topology, train
 from helpers.collectives.runs import WORKER, collective_config, run_task
 from helpers.data import load_fsdd
 from helpers.ddp import ddp_config
@@ -332,13 +332,13 @@ def check_topology(gpus: int) -> str:
     if not text:
         raise CheckFailed("nvidia-smi topo -m printed nothing")
     try:
-        pairs = hardware.visible_topology(text)  # the GPUs torch sees (CUDA_VISIBLE_DEVICES), torch's numbers
+        pairs = topology.visible_topology(text)  # the GPUs torch sees (CUDA_VISIBLE_DEVICES), torch's numbers
     except ValueError as error:
         raise CheckFailed(str(error)) from None
     named = pairs["gpu_b"].max() + 1 if len(pairs) else 1
     if named != gpus:
         raise CheckFailed(f"the matrix names {named} GPU(s) that torch sees, torch sees {gpus}")
-    return hardware.describe_topology(pairs)
+    return topology.describe_topology(pairs)
 
 
 def check_peer_copy(gpus: int) -> str:

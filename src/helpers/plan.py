@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from helpers.collectives.model import BENCHMARK_OPERATIONS, bus_bandwidth_factor
+from helpers.collectives.runs import BENCHMARK_LIMIT_SECONDS, BUDGET_SHARE
 from helpers.costmodel.gpus import gradient_bytes, roofline_step, training_flops_per_sample
 from helpers.costmodel.specs import GPUS, gpu_key
 from helpers.hardware import Machine
@@ -70,6 +71,8 @@ class Item:
     memory_bytes: int | None = None
     refusal: str | None = None  # what the launcher (or the card's memory) would refuse: a defect
     skipped: str | None = None  # what the chapter leaves out on this machine by design, and says so
+    reused: bool = False  # measured by an earlier chapter of the run, read from its record here
+    keyed: bool = True  # its request's config is what its record is stored under (helpers.coverage)
 
     @property
     def ranks(self) -> int:
@@ -120,8 +123,8 @@ def benchmark_seconds(config: dict, ranks: int) -> float:
         calls = len(config["chunks"]) if operation == "ring_broadcast" else 1
         factor = bus_bandwidth_factor(BENCHMARK_OPERATIONS[operation][0], ranks)
         seconds += calls * iterations * sum(factor * size / assumed(name) for size in config["sizes_bytes"])
-    budget = config["time_budget_seconds"]
-    return min(seconds, budget) if budget else seconds
+    budget = config["time_budget_seconds"] or BUDGET_SHARE * BENCHMARK_LIMIT_SECONDS
+    return min(seconds, budget)
 
 
 def estimate(item: Item, machine: Machine) -> float:

@@ -191,6 +191,20 @@ def profile_training_step(
     }
 
 
+def stored_step_profile(store, model_name: str, train_set: TensorDataset, **settings) -> dict:
+    """``profile_training_step`` through the results store (``autocast`` is ``"bf16"`` or None): a profile
+    is a measurement of the machine that ran it, so a chapter executed from that machine's records shows
+    its profile, not one of the machine reading them."""
+    settings["device"] = str(pick_device(settings.get("device", "auto")))
+    autocast = settings.pop("autocast", None)
+    config = {"kind": "step_profile", "model": model_name, "train_samples": len(train_set),
+              "threads": torch.get_num_threads(), "autocast": autocast, **settings}  # fmt: skip
+    dtype = torch.bfloat16 if autocast == "bf16" else None
+    return store.measure(
+        config, lambda: profile_training_step(model_name, train_set, autocast_dtype=dtype, **settings)
+    )
+
+
 def phase_frame(profiles: dict[str, dict]) -> pd.DataFrame:
     """The phases of ``{model: profile_training_step result}``, one row per model and phase."""
     return pd.concat([pd.DataFrame(p["phases"]).assign(model=name) for name, p in profiles.items()])
@@ -433,6 +447,7 @@ PRECISION_STEPS = 5  # profiled steps per model and precision, as many as the ti
 
 
 def precision_profiles(
+    store,
     names,
     train_set: TensorDataset,
     batch_size: int,
@@ -440,14 +455,14 @@ def precision_profiles(
     profiled_steps: int = PRECISION_STEPS,
 ) -> pd.DataFrame:
     """Each model in float32 and under bf16 autocast, by kind of operator (``operator_categories`` of the
-    operators' medians over ``profiled_steps`` profiled steps): one row per model, precision and category,
-    in seconds."""
+    operators' medians over ``profiled_steps`` profiled steps, through the store): one row per model,
+    precision and category, in seconds."""
     rows = []
     for name in names:
-        for precision, dtype in (("float32", None), ("bf16", torch.bfloat16)):
-            result = profile_training_step(name, train_set, batch_size=batch_size, device=device,
-                                           timed_steps=1, profiled_steps=profiled_steps,
-                                           autocast_dtype=dtype)  # fmt: skip
+        for precision, autocast in (("float32", None), ("bf16", "bf16")):
+            result = stored_step_profile(store, name, train_set, batch_size=batch_size, device=device,
+                                         timed_steps=1, profiled_steps=profiled_steps,
+                                         autocast=autocast)["result"]  # fmt: skip
             medians = median_categories(result)
             rows += [{"model": name, "precision": precision, "category": category, "seconds": seconds,
                       "profiled_steps": profiled_steps}

@@ -19,9 +19,10 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
-from helpers.hardware import ANSI_ESCAPE, describe, describe_topology, fingerprint, seen_topology
+from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
+from helpers.topology import describe_topology, seen_topology
 
 EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
 
@@ -144,9 +145,9 @@ def can_and_cannot(hardware: dict) -> str:
         )
     if gpus == 1:
         return (
-            "With one GPU, single-device and Gloo measurements run on it and NCCL runs one rank (it refuses "
-            "two ranks on one GPU); several ranks share the GPU, so they show the mechanics and their "
-            "overhead, not a speed-up: multi-GPU figures are predictions (chapter 5)."
+            "With one GPU, single-device and Gloo measurements run on it and NCCL can start only one rank "
+            "(it refuses two ranks on one GPU); several ranks share the GPU, so they show the mechanics and "
+            "their overhead, not a speed-up: multi-GPU figures are predictions (chapter 5)."
         )
     links = describe_topology(seen_topology(hardware)) if hardware.get("gpu_topology") else f"{gpus} GPUs"
     return f"With {links}, the multi-device chapters measure real speed-ups on these links."
@@ -203,8 +204,8 @@ def machine_of(study: dict) -> tuple[str, dict | None]:
 def executed_where(study: dict) -> str:
     """How a chapter was executed: where it measured, or from which machine's records on which machine."""
     if study.get("records_of"):
-        return f"from its stored records, on {describe(study['executed_on'])}"
-    return "where it measured"
+        return f"from the stored records, on {describe(study['executed_on'])}"
+    return "on the machine that measured it"
 
 
 def measured_when(study: dict) -> str:
@@ -232,25 +233,27 @@ def chapter_list(numbers: list[int]) -> str:
 
 
 def edition_note() -> str:
-    """The intro's first screen: which chapters were measured on what hardware (and executed where), and
-    what that hardware can show."""
-    machines, chapters = {}, {}
+    """The intro's first screen: which chapters were measured on what hardware (and executed where), what
+    that hardware can show, and the GPU steps chapter 5 reads from another machine."""
+    machines, groups, fifth = {}, {}, None
     for path, study in chapter_studies():
         identifier, hardware = machine_of(study)
-        if hardware:
-            machines.setdefault(identifier, hardware)
-            label = (edition_name(study.get("profile", "?")), executed_where(study))
-            chapters.setdefault(identifier, {}).setdefault(label, []).append(int(path.stem[:2]))
+        if not hardware:
+            continue
+        machines.setdefault(identifier, hardware)
+        label = (identifier, edition_name(study.get("profile", "?")), executed_where(study))
+        groups.setdefault(label, []).append(int(path.stem[:2]))
+        fifth = identifier if path.stem.startswith("05_") else fifth
     if not machines:
         return "```{note}\nNo chapter of this edition has been executed yet.\n```\n"
     lines = ["```{note}"]
-    for identifier, hardware in machines.items():
-        for (edition, where), numbers in chapters[identifier].items():
-            named = f"{describe(hardware)} (`{identifier}`)"
-            lines.append(f"- **{chapter_list(numbers)}** ({edition}): measured on {named}, executed {where}.")
-    lines += ["", *[can_and_cannot(h) for h in machines.values()], ""]
-    gpus = {i: entry for i, entry in quoted_machines(set(machines)).items() if entry["hardware"].get("gpus")}
-    if gpus:
+    for (identifier, edition, where), numbers in sorted(groups.items(), key=lambda group: min(group[1])):
+        named = f"{describe(machines[identifier])} (`{identifier}`)"
+        lines.append(f"- **{chapter_list(numbers)}** ({edition}): measured on {named}, executed {where}.")
+    lines += ["", *[f"- *{describe(h)}*: {can_and_cannot(h)}" for h in machines.values()], ""]
+    shown = {fifth} if fifth else set()
+    gpus = {i: entry for i, entry in quoted_machines(shown).items() if entry["hardware"].get("gpus")}
+    if gpus and fifth:
         named = "; ".join(f"`{i}`, {describe(entry['hardware'])}" for i, entry in gpus.items())
         lines += [f"Chapter 5 also reads single-GPU steps measured on another machine ({named}): it checks "
                   "its roofline against them, and for that GPU they replace the roofline in its predictions.",

@@ -17,12 +17,13 @@ estimate of the time left comes from the last run that reused nothing (a fresh m
 Executing from records (``--from-records ID``): the chapters run on any machine, GPU or not, from the
 records machine ``ID`` stored in ``data/results/<profile>/``, and measure nothing (``hardware.RECORDS_OF``:
 the notebook sees that machine's GPUs, cores and probes). Every finished execution leaves a manifest of
-the records it read, ``data/results/<profile>/manifests/<machine>/<chapter>.json`` with its parameters;
-before a chapter starts from records, each record its manifest for the same parameters lists is looked
-up, and a chapter missing any is refused, each missing record named, before anything starts. A chapter
-with no such manifest stops at its first missing record, named, leaving its executed copy as it was. The
-executed chapter's metadata names the machine that measured (``hardware``), the one that executed it
-(``executed_on``) and when its records were measured.
+the records it read (``helpers.coverage``); before a chapter starts from records, each record its manifest
+for the same parameters lists is looked up, and a chapter missing any is refused, each missing record
+named, before anything starts. A chapter with no such manifest stops at its first missing record, named,
+leaving its executed copy as it was. The executed chapter's metadata names the machine that measured
+(``hardware``), the one that executed it (``executed_on``) and when its records were measured.
+``--plan --missing`` lists what a machine (this one, or ``--from-records ID``) still lacks, in steps that
+fit a short GPU rental.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import nbformat
 import pandas as pd
 import yaml
 
+from helpers.coverage import describe_missing, missing_records, missing_work, write_manifest
 from helpers.dependencies import code_version, imported_helpers
 from helpers.hardware import (
     RECORDS_OF,
@@ -250,42 +252,6 @@ def record_duration(profile: str, chapter: str, seconds: float, entries: list[di
     return run
 
 
-def manifest_path(profile: str, machine: str, chapter: str) -> Path:
-    """``data/results/<profile>/manifests/<machine>/<chapter>.json``: the records a chapter read."""
-    return results_dir() / profile / "manifests" / machine / f"{chapter}.json"
-
-
-def write_manifest(chapter: Chapter, profile: str, machine: str, entries: list[dict]) -> Path:
-    """Keep the records a finished execution of ``chapter`` read from ``machine`` (its ledger's
-    ``entries``), each once, with the parameters it ran with: what an execution from that machine's
-    records needs, checked before it starts (``missing_records``)."""
-    records, seen = [], set()
-    for entry in entries:
-        if (text := canonical_json(entry["config"])) not in seen:
-            seen.add(text)
-            records.append({"kind": entry["kind"], "config": entry["config"]})
-    path = manifest_path(profile, machine, chapter.name)
-    manifest = {"chapter": chapter.name, "parameters": chapter.parameters, "written_at": now()}
-    write_json_atomically(path, {**manifest, "records": records})
-    return path
-
-
-def missing_records(chapter: Chapter, profile: str, machine: str) -> list[str] | None:
-    """The records of ``machine`` that ``chapter`` read when it last finished with these parameters and
-    that its store no longer finds (gone, or stale under today's measurement versions), one line each
-    (chapter, kind, configuration); None when no manifest for these parameters exists."""
-    path = manifest_path(profile, machine, chapter.name)
-    manifest = read_json(path) if path.exists() else None
-    if not manifest or canonical_json(manifest["parameters"]) != canonical_json(chapter.parameters):
-        return None
-    store = ResultStore(profile, hardware=stored_fingerprint(machine))
-    return [
-        f"{chapter.name}: {entry['kind']} {canonical_json(entry['config'])}"
-        for entry in manifest["records"]
-        if store.get(entry["config"]) is None
-    ]
-
-
 def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, bool]:
     """Seconds the ``chapters`` took when last measured fresh on this machine, and whether every one of
     them has such a run (otherwise the last runs' durations fill in, and the estimate is a lower bound)."""
@@ -428,7 +394,7 @@ def execute(chapter: Chapter, profile: str) -> float:
         nbformat.write(notebook, partial)
         os.replace(partial, chapter.output)
         failed.unlink(missing_ok=True)
-        write_manifest(chapter, profile, machine, entries)
+        write_manifest(chapter.name, chapter.parameters, profile, machine, entries)
         return seconds
     finally:
         partial.unlink(missing_ok=True)
@@ -518,7 +484,11 @@ def from_records(
         dataclasses.replace(chapter, records_of=records_of)
         for chapter in plan(profile, names, gpus=gpus, machine=Machine.from_fingerprint(recorded))
     ]
-    missing = [line for chapter in chapters for line in missing_records(chapter, profile, records_of) or []]
+    missing = [
+        line
+        for chapter in chapters
+        for line in missing_records(chapter.name, chapter.parameters, profile, records_of) or []
+    ]
     if missing:
         lines = "\n".join(missing)
         raise ValueError(f"machine {records_of} lacks records the chapters need (nothing started):\n{lines}")
@@ -643,6 +613,27 @@ def print_plan(parser: argparse.ArgumentParser, args) -> int:
     return 1 if any(item.refusal for item in items) else 0
 
 
+def print_missing(parser: argparse.ArgumentParser, args) -> int:
+    """``--plan --missing``: what this machine, or the one ``--from-records`` names, still lacks for the
+    profile, in steps of a short rental; nothing starts."""
+    try:
+        if args.from_records:
+            identifier, machine = (
+                args.from_records,
+                Machine.from_fingerprint(stored_fingerprint(args.from_records)),
+            )
+        else:
+            machine = Machine.here()
+        profile = resolve_profile(args.profile, machine)
+        identifier = args.from_records or ResultStore(profile).provenance_id
+        chapters = plan(profile, args.chapters, gpus=args.gpus, machine=machine)
+        items = planned_items(profile, args.chapters, machine, args.gpus)
+    except (ValueError, OSError, ResultsError) as error:
+        parser.error(str(error))
+    print(describe_missing(missing_work(chapters, items, profile, identifier), profile, identifier))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m helpers.study --profile auto``: execute the chapters, print a summary table."""
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -664,10 +655,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plan", action="store_true", help="list every launch and its estimated minutes; start nothing"
     )
+    parser.add_argument(
+        "--missing", action="store_true",
+        help="with --plan: only what this machine (or --from-records ID) lacks, in steps of 9 minutes",
+    )  # fmt: skip
     add_machine_arguments(parser, gpus=False)
     args = parser.parse_args(argv)
+    if args.missing and not args.plan:
+        parser.error("--missing goes with --plan")
     if args.plan:
-        return print_plan(parser, args)
+        return print_missing(parser, args) if args.missing else print_plan(parser, args)
     if args.gpu_name or args.gpu_list:
         parser.error("--gpu-name and --gpu-list describe a machine for --plan; a study runs on this one")
     if args.price_per_hour is not None and args.price_per_hour < 0:

@@ -28,7 +28,12 @@ def arguments(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, required=True, help="the global batch")
     parser.add_argument("--dtype", default="float32", help="float32 or bf16 (autocast)")
     parser.add_argument("--optimizer", default="adam", help="adam or sgd")
-    parser.add_argument("--samples-per-epoch", type=int, help="an epoch (default: 100 global batches)")
+    parser.add_argument(
+        "--samples-per-epoch",
+        type=int,
+        help=f"the samples of one epoch, for hours and dollars (default: FSDD's training split, "
+        f"{predict.DEFAULT_EPOCH:,} clips)",
+    )
     parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts to price, e.g. 1,4,8")
     parser.add_argument("--measure", action="store_true", help="time the model and the all-reduce here")
     parser.add_argument("--validate", type=int, metavar="K", help="run real DDP on K ranks here and compare")
@@ -51,6 +56,7 @@ def main(argv=None) -> int:
         if args.validate is not None and args.validate < 1:
             raise counting.AdviseError(f"--validate needs a positive number of ranks, not {args.validate}")
         predict.check_batch(args.batch, gpu_counts)
+        predict.epoch(args.batch, args.samples_per_epoch)  # refused before the model is counted
         if args.model in MODELS and args.input_shape is None and args.dtype == "float32":
             counted = counting.count_book_model(args.model, args.optimizer)
         else:

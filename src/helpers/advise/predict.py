@@ -21,11 +21,14 @@ from helpers.costmodel import recommend
 from helpers.costmodel.gpus import gradient_bytes, roofline_step
 from helpers.costmodel.prose import short_verdict
 from helpers.costmodel.specs import CENTRAL, GPUS, LINKS
+from helpers.data import SPLIT_SIZES
 from helpers.sharding.memory import per_rank_bytes
 
 METHODS = {"dataparallel": "DataParallel", "ddp_overlap": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2",
            "zero3": "ZeRO-3 (FSDP)"}  # fmt: skip
 DEFAULT_GPUS = (1, 2, 4, 8)
+DEFAULT_EPOCH = SPLIT_SIZES["train"]  # FSDD's training clips: the book's epoch, unless one is given
+DEFAULT_EPOCH_SOURCE = "FSDD's training split, the default"
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Advice:
     reasons: pd.DataFrame
     verdicts: list[str]
     skipped: list[str]
+    epoch_source: str = "as given"  # where ``samples`` came from: given, or FSDD's split by default
 
 
 def check_batch(global_batch: int, gpu_counts) -> None:
@@ -52,6 +56,24 @@ def check_batch(global_batch: int, gpu_counts) -> None:
     uneven = [k for k in gpu_counts if global_batch % k]
     if uneven:
         raise AdviseError(f"a global batch of {global_batch} does not divide over {uneven[0]} GPUs")
+
+
+def epoch(global_batch: int, samples: int | None) -> tuple[int, str]:
+    """The epoch the hours and dollars are for, and where it came from: ``samples`` as given, or by
+    default FSDD's training split (the book's epoch; a made-up size would price a made-up run). An epoch
+    smaller than one global batch is refused, saying how to give one."""
+    if samples is None:
+        if global_batch > DEFAULT_EPOCH:
+            raise AdviseError(
+                f"a global batch of {global_batch} is larger than the default epoch, FSDD's training split "
+                f"of {DEFAULT_EPOCH:,} clips: give your epoch with --samples-per-epoch"
+            )
+        return DEFAULT_EPOCH, DEFAULT_EPOCH_SOURCE
+    if samples < 1:
+        raise AdviseError(f"an epoch must hold a positive number of samples, not {samples}")
+    if samples < global_batch:
+        raise AdviseError(f"an epoch of {samples} samples is smaller than the global batch of {global_batch}")
+    return samples, "as given"
 
 
 def machines_for(gpu_counts, dtype: str) -> tuple[list[str], list[str]]:
@@ -226,12 +248,11 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
     ``machines`` (DDP per machine: step, speed-up, cost multiplier, hours and dollars per epoch with bands
     and verdicts), ``methods`` (DataParallel, DDP, ZeRO-1..3: step and memory per device, largest batch),
     ``conditions`` (``recommend.condition_table``), ``reasons`` and one verdict sentence per machine.
-    ``samples`` is an epoch (default: the global batch × 100); ``measured`` replaces the roofline for a
-    GPU (``recommend.measured_computes``)."""
+    ``samples`` is an epoch (default: FSDD's training split, ``DEFAULT_EPOCH`` clips, the book's own
+    epoch; ``Advice.epoch_source`` says which); ``measured`` replaces the roofline for a GPU
+    (``recommend.measured_computes``)."""
     check_batch(global_batch, gpu_counts)
-    samples = samples or global_batch * 100
-    if samples < global_batch:
-        raise AdviseError(f"an epoch of {samples} samples is smaller than the global batch of {global_batch}")
+    samples, epoch_source = epoch(global_batch, samples)
     machines, skipped = machines_for(gpu_counts, counted.dtype)
     if not machines:
         raise AdviseError(
@@ -244,5 +265,5 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
     return Advice(
         counted, global_batch, samples, summary["ddp_overlap"], method_table(counted, summary, global_batch),
         conditions, reasons(counted, summary, conditions, global_batch),
-        verdict_sentences(summary["ddp_overlap"], conditions, global_batch), skipped,
+        verdict_sentences(summary["ddp_overlap"], conditions, global_batch), skipped, epoch_source,
     )  # fmt: skip

@@ -25,6 +25,7 @@ from helpers.worker import MAX_TIMEOUT_SECONDS, usable_gpus
 
 WORKER = "helpers.collectives.tasks"
 BUDGET_SHARE = 0.75  # of a benchmark launch's wall-clock limit; the rest starts the ranks and probes
+BENCHMARK_LIMIT_SECONDS = 600  # a benchmark launch's wall-clock limit, unless its caller gives one
 # The α-β fit of the link: two ranks, one message between them per step, each rank pinned to its own
 # share of the cores where there are enough (chapter 5 prices DDP's all-reduce with this fit). More ranks
 # than cores measure the scheduler as well as the link.
@@ -318,7 +319,9 @@ def stored_deadlock(store, world_size: int, time_limit_seconds: float = 120, **s
     )
 
 
-def stored_benchmark(store, world_size: int, time_limit_seconds: float = 600, **settings) -> dict:
+def stored_benchmark(
+    store, world_size: int, time_limit_seconds: float = BENCHMARK_LIMIT_SECONDS, **settings
+) -> dict:
     """The benchmark through the results store; result: rank 0's rows (``benchmark_frame`` tabulates them)
     and the cores every rank ran on (``cores_per_rank``, for ``placement``)."""
     return _stored(

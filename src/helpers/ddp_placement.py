@@ -1,0 +1,517 @@
+"""Where chapter 3's DDP launches ran, read from their records: the backends and devices that ran and why
+the others did not, what the ranks shared (cores, one GPU taking turns, a GPU each), one rank set beside one
+process without DDP, and NCCL's all-reduce predicted for GPUs of their own. Every sentence comes from the
+records' configurations and the measuring machine's fingerprint (``store.hardware``), never from the plan,
+so a GPU edition executed elsewhere from its records says what ran there.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import pandas as pd
+
+from helpers.collectives.model import ring_all_reduce_seconds
+from helpers.costmodel.configurations import CONFIGURATIONS
+from helpers.costmodel.specs import LINKS, gpu_key
+from helpers.ddp import launch_steps, matching, median_of_medians, significant
+from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, listed, ms
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the chapter's largest launches ran: their backend, the device of their tensors, their ranks and
+    threads per rank (from the records), the GPUs they could use, the machine's cores and its GPU's name (from
+    the fingerprint of the machine that measured them)."""
+
+    backend: str
+    device: str
+    ranks: int
+    gpus: int
+    cores: int
+    threads: int
+    gpu_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The backend as a reader knows it: "Gloo", "NCCL"."""
+        return BACKEND_NAMES.get(self.backend, self.backend)
+
+    @property
+    def shares_gpu(self) -> bool:
+        """More ranks than GPUs: the ranks take turns on them."""
+        return self.device == "cuda" and self.ranks > self.gpus
+
+    @property
+    def staged(self) -> bool:
+        """Gloo with CUDA tensors: every bucket is copied to host memory, reduced there and copied back."""
+        return self.backend == "gloo" and self.device == "cuda"
+
+    @property
+    def shared(self) -> str:
+        """What the ranks share, in words: "the 2 cores", "one NVIDIA H200", "2 GPUs"; "" where each rank has
+        a GPU of its own."""
+        if self.device == "cpu":
+            return f"the {self.cores} cores"
+        if not self.shares_gpu:
+            return ""
+        return f"one {self.gpu_name or 'GPU'}" if self.gpus == 1 else f"{self.gpus} GPUs"
+
+
+def placement(runs: list[tuple[dict, dict]], hardware: dict, gpus: int | None = None) -> Placement:
+    """The ``Placement`` of the launch with the most ranks among ``runs``, on the machine whose fingerprint is
+    ``hardware`` (``store.hardware``: the machine that measured), at most ``gpus`` of its GPUs usable."""
+    record = max((record for _, record in runs), key=lambda r: r["config"]["world_size"])
+    config, listed = record["config"], hardware.get("gpus") or []
+    names = {gpu["name"] for gpu in listed}
+    return Placement(
+        config["backend"], config["device"], config["world_size"],
+        len(listed) if gpus is None else min(gpus, len(listed)), hardware["usable_cores"],
+        record["result"]["threads_per_rank"], names.pop() if len(names) == 1 else None,
+    )  # fmt: skip
+
+
+def _ranks(counts) -> str:
+    counts = sorted(set(counts))
+    return f"{listed(counts)} rank{'' if counts == [1] else 's'}"
+
+
+def _refusal(reason: str, where: Placement) -> str:
+    """The launcher's refusal as a statement, without its advice."""
+    if reason.startswith("NCCL only moves CUDA tensors"):
+        return "it needs CUDA tensors, and " + (
+            "this machine has no GPU" if where.gpus == 0 else "this run uses CPU tensors"
+        )
+    return reason.split(" (")[0]
+
+
+def backend_statements(
+    runs: dict[str, list[tuple[dict, dict]]], plan: pd.DataFrame, backends: list[str], where: Placement
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """What ran and what did not, per backend, as (backend's name, words) pairs.
+
+    Ran: every backend among the records of ``runs`` (each section's launches), with its tensors' device,
+    its rank counts and what they share, all from the records' configurations. Not run: each backend of
+    ``plan`` (``launch.run_plan`` of NCCL and the chapter's ``backends``) with no record, and why: the
+    launcher's refusal of every rank count; not among ``backends``; or only one rank possible here, which
+    ``ddp.chapter_sweeps`` launches only on the backend that runs the most ranks."""
+    ran: dict[str, dict] = {}
+    for pairs in runs.values():
+        for _, record in pairs:
+            entry = ran.setdefault(record["config"]["backend"], {"devices": set(), "ranks": set()})
+            entry["devices"].add(record["config"]["device"])
+            entry["ranks"].add(record["config"]["world_size"])
+    measured = []
+    for backend, entry in ran.items():
+        largest = max(entry["ranks"])
+        if "cuda" not in entry["devices"]:
+            share = f"on the machine's {where.cores} cores"
+        elif largest <= where.gpus:
+            share = "a GPU per rank"
+        elif where.gpus == 1:
+            share = f"the {largest} ranks taking turns on one {where.gpu_name or 'GPU'}"
+        else:
+            share = f"the {largest} ranks sharing {where.gpus} GPUs"
+        devices = " and ".join(sorted(device.upper() for device in entry["devices"]))
+        words = f"with {devices} tensors, {_ranks(entry['ranks'])} ({share})"
+        measured.append((BACKEND_NAMES.get(backend, backend), words))
+    missing = []
+    for backend in dict.fromkeys(plan["backend"]):
+        if backend in ran:
+            continue
+        rows, name = plan[plan["backend"] == backend], BACKEND_NAMES.get(backend, backend)
+        can, refused = sorted(int(k) for k in rows.query("runs")["ranks"]), rows.query("not runs")
+        if not can:
+            why = _refusal(refused.iloc[0]["reason"], where)
+        elif backend not in backends:
+            why = "not among the backends this run was asked to compare"
+        else:
+            limit = f" ({_refusal(refused.iloc[0]['reason'], where)})" if len(refused) else ""
+            why = (
+                f"on this machine it can start only {_ranks(can)}{limit}, and this chapter launches a single "
+                f"rank only on {where.name}, the backend that runs its most ranks: no {name} run is among "
+                "these records"
+            )
+        missing.append((name, why))
+    return measured, missing
+
+
+def measured_statement(
+    runs: dict[str, list[tuple[dict, dict]]], plan: pd.DataFrame, backends: list[str], where: Placement
+) -> str:
+    """``backend_statements`` as the chapter's bold "Measured here" line (Markdown)."""
+    measured, missing = backend_statements(runs, plan, backends, where)
+    parts = [f"**Measured here:** {'; '.join(f'{n} {w}' for n, w in measured) or 'nothing'}."]
+    return " ".join(parts + [f"**Not measured here: {name}** — {why}." for name, why in missing])
+
+
+def backends_answer(
+    runs: dict[str, list[tuple[dict, dict]]], plan: pd.DataFrame, backends: list[str], where: Placement
+) -> str:
+    """``backend_statements`` as the answer box says them: "Gloo measured with …. NCCL not measured: …"."""
+    measured, missing = backend_statements(runs, plan, backends, where)
+    return " ".join(
+        [f"{name} measured {words}." for name, words in measured]
+        + [f"{name} not measured: {why}." for name, why in missing]
+    )
+
+
+def plain_step_seconds(
+    step_records: list[dict],
+    model: str,
+    device: str,
+    batch_size: int,
+    optimizer: str,
+    lr: float,
+    threads: int,
+) -> tuple[float, int] | None:
+    """Chapter 1's step of one process without DDP (``step_timing`` records in float32) of ``model`` at
+    ``batch_size`` on ``device`` (its first GPU for "cuda") with the same optimizer, learning rate and
+    threads: the median of the matching records' medians, and how many matched; None where chapter 1 timed
+    none into this results folder."""
+    wanted = {"model": model, "device": "cuda:0" if device == "cuda" else device, "batch_size": batch_size,
+              "optimizer": optimizer, "lr": lr, "threads": threads, "autocast": None}  # fmt: skip
+    found = [
+        statistics.median(record["result"]["step_seconds_all"])
+        for record in step_records
+        if all(record["config"].get(key) == value for key, value in wanted.items())
+    ]
+    return (statistics.median(found), len(found)) if found else None
+
+
+def one_rank_rows(runs: list[tuple[dict, dict]], step_records: list[dict]) -> list[dict]:
+    """Per model, its one-rank launches beside one process without DDP (``plain_step_seconds``, None where
+    chapter 1 timed none): the backend, device and batch, the median steps and the one rank's all-reduce."""
+    rows = []
+    for model in dict.fromkeys(v["model"] for v, _ in runs if v["ranks"] == 1):
+        mine = matching(runs, model=model, ranks=1)
+        config, result = mine[0][1]["config"], mine[0][1]["result"]
+        plain = plain_step_seconds(step_records, model, config["device"], config["global_batch_size"],
+                                   config["optimizer"], config["lr"], result["threads_per_rank"])  # fmt: skip
+        rows.append({"model": model, "backend": config["backend"], "device": config["device"],
+                     "batch": config["global_batch_size"], "plain": plain[0] if plain else None,
+                     "rank": median_of_medians(launch_steps(mine)),
+                     "allreduce": allreduce_seconds(runs, model=model, ranks=1)})  # fmt: skip
+    return rows
+
+
+def one_rank_table(rows: list[dict]) -> pd.DataFrame:
+    """``one_rank_rows`` as a table, in ms: one process without DDP, one rank, its all-reduce, the
+    difference."""
+    table = [
+        {"model": row["model"],
+         "one process, no DDP (ms)": ms(row["plain"]) if row["plain"] else "– (chapter 1 did not time it)",
+         f"one {BACKEND_NAMES.get(row['backend'], row['backend'])} rank (ms)": ms(row["rank"]),
+         "its all-reduce, timed in the hook (ms)": ms(row["allreduce"]),
+         "one rank less one process (ms)": ms(row["rank"] - row["plain"]) if row["plain"] else "–"}
+        for row in rows
+    ]  # fmt: skip
+    return pd.DataFrame(table).set_index("model")
+
+
+def one_rank_sentence(rows: list[dict]) -> str:
+    """What one rank costs over one process without DDP, from ``one_rank_rows``: the steps side by side and
+    the share of the all-reduce a rank with no peer still runs (Gloo with CUDA tensors stages it through
+    host memory); models chapter 1 did not time are named as such."""
+    if not rows:
+        return "No launch of one rank is among these records."
+    first = rows[0]
+    name = BACKEND_NAMES.get(first["backend"], first["backend"])
+    on = "the same GPU" if first["device"] == "cuda" else "the same CPU"
+    timed = [row for row in rows if row["plain"]]
+    untimed = [f"`{row['model']}`" for row in rows if not row["plain"]]
+    sentences = []
+    if timed:
+        steps = listed(
+            f"{ms(r['rank'])} against {ms(r['plain'])} ms a step for `{r['model']}`" for r in timed
+        )
+        said = f"One {name} rank, with no peer to exchange gradients with, against one process without DDP: "
+        said += steps
+        reduced = [r for r in timed if not math.isnan(r["allreduce"])]
+        if reduced:
+            many = len(reduced) > 1
+            how = (
+                f"which {name} stages through host memory even for one rank, each bucket copied off the GPU "
+                "and back"
+                if first["backend"] == "gloo" and first["device"] == "cuda"
+                else f"which {name} runs even for one rank"
+            )
+            said += (
+                f"; {listed(ms(r['allreduce']) for r in reduced)} ms of the rank's "
+                f"{'steps are' if many else 'step is'} the all-reduce, {how}"
+            )
+        sentences.append(
+            f"{said} (one process: chapter 1's timing of the same model, batch of {first['batch']}, "
+            f"optimizer and threads on {on})."
+        )
+    if untimed:
+        sentences.append(
+            f"Chapter 1 timed no process without DDP of {listed(untimed)} at a batch of {first['batch']} on "
+            f"{first['device']} into this results folder, so one rank has nothing beside it here."
+        )
+    return " ".join(sentences)
+
+
+def nccl_prediction(bucket_bytes: list[int], ranks: int, gpu_name: str | None) -> dict | None:
+    """What NCCL's ring all-reduce of these buckets, one after the other, is predicted to take on ``ranks``
+    GPUs of the kind named ``gpu_name``, each rank with its own, joined by the link that GPU is sold with
+    (chapter 5's ``specs.LINKS``: nccl-tests' all-reduce bus bandwidth and a ring step's latency α): the α-β
+    ring of ``collectives.model`` with β = 1/busbw. None where chapter 5's tables have no such GPU on a
+    link."""
+    key = gpu_key(gpu_name) if gpu_name else None
+    link = next((c.link for c in CONFIGURATIONS if c.gpu == key and c.link), None)
+    if link is None:
+        return None
+    spec = LINKS[link]
+    seconds = sum(
+        ring_all_reduce_seconds(nbytes, ranks, spec.alpha_seconds, 1 / spec.bus_bandwidth)
+        for nbytes in bucket_bytes
+    )
+    return {"seconds": seconds, "bytes": sum(bucket_bytes), "link": spec.name, "gpu": key,
+            "bus_bandwidth": spec.bus_bandwidth, "alpha_seconds": spec.alpha_seconds,
+            "source": f"{spec.basis}; {spec.source}, {spec.date}"}  # fmt: skip
+
+
+def largest_launches(runs: list[tuple[dict, dict]], where: Placement) -> list[dict]:
+    """Per model, the launches of ``where``'s backend and ranks: their median step, the hook's all-reduce,
+    the bytes all-reduced per step and NCCL's predicted all-reduce of them (``nccl_prediction``)."""
+    rows = []
+    for model in dict.fromkeys(v["model"] for v, _ in runs):
+        setup = {"model": model, "backend": where.backend, "ranks": where.ranks}
+        mine = matching(runs, **setup)
+        if mine:
+            buckets = mine[0][1]["result"]["bucket_bytes"]
+            rows.append({"model": model, "step": median_of_medians(launch_steps(mine)),
+                         "allreduce": allreduce_seconds(runs, **setup), "bytes": sum(buckets),
+                         "nccl": nccl_prediction(buckets, where.ranks, where.gpu_name)})  # fmt: skip
+    return rows
+
+
+def _allreduce_shares(rows: list[dict]) -> str:
+    return listed(f"{ms(r['allreduce'])} ms of `{r['model']}`'s {ms(r['step'])} ms step" for r in rows)
+
+
+def ranks_reading(rows: list[dict], where: Placement) -> str:
+    """What the k ranks against one measure on this machine, for the answer beside the verdicts: on a CPU
+    how DDP's machinery uses the shared cores; on one shared GPU, Gloo ranks taking turns on it with every
+    bucket staged through host memory, the all-reduce's share of each step (``largest_launches``) and NCCL's
+    predicted all-reduce on GPUs of their own; a GPU per rank otherwise."""
+    if where.device == "cpu":
+        return (
+            f"The ranks share the same {where.cores} cores: this measures how DDP's machinery uses them, not "
+            "scaling."
+        )
+    staged = ", every bucket staged through host memory" if where.staged else ""
+    said = f"the all-reduce is {_allreduce_shares(rows)}" if rows else ""
+    predicted = [r["nccl"] for r in rows if r["nccl"]]
+    if predicted:
+        said += (
+            f", where NCCL on {where.ranks} GPUs of their own is predicted to take about "
+            f"{listed(ms(p['seconds']) for p in predicted)} ms ({predicted[0]['link']}; 3.4 says how)"
+        )
+    if where.shares_gpu:
+        return (
+            f"These are {where.ranks} {where.name} ranks taking turns on {where.shared}{staged}: {said}. "
+            "This measures what DDP's machinery costs on a shared GPU, not scaling."
+        )
+    return f"Each rank has a GPU of its own{staged}: {said}." if said else "Each rank has a GPU of its own."
+
+
+def nccl_reading(rows: list[dict], where: Placement) -> str:
+    """NCCL's predicted all-reduce (``nccl_prediction``) beside the one measured here, with the formula, its
+    inputs and the source chapter 5's link table gives for them; or why there is none."""
+    predicted = [r for r in rows if r["nccl"]]
+    if not predicted:
+        if where.gpu_name is None:
+            return "This machine has no GPU to predict NCCL on; chapter 5 predicts it on GPUs for rent."
+        return (
+            f"Chapter 5's tables have no link figures for the {where.gpu_name}: NCCL is not predicted here."
+        )
+    link = predicted[0]["nccl"]
+    sizes = listed(f"`{r['model']}`'s {r['bytes']:,} bytes" for r in predicted)
+    times = listed(ms(r["nccl"]["seconds"]) for r in predicted)
+    how = f" on {where.shared}" if where.shares_gpu else ""
+    return (
+        f"On {where.ranks} {link['gpu']} GPUs of their own, joined by {link['link']}, NCCL's ring all-reduce "
+        f"of {sizes} is predicted to take {times} ms, against {_allreduce_shares(predicted)} that "
+        f"{where.name} took here{how}: the α-β ring 2(k−1)(α + nβ/k) with k = {where.ranks}, α = "
+        f"{significant(link['alpha_seconds'] * 1e6)} µs per ring step and 1/β = "
+        f"{significant(link['bus_bandwidth'] / 1e9)} GB/s, nccl-tests' all-reduce bus bandwidth (chapter 5's "
+        f"link table: {link['source']})."
+    )
+
+
+def ranks_intro(where: Placement) -> str:
+    """What 3.4's comparison of k ranks with one measures, given where the ranks ran."""
+    if where.device == "cpu":
+        return (
+            f"With {where.name} on one CPU the ranks share its {where.cores} cores (each rank gets an equal "
+            "share of threads), so as in chapter 2 this measures what the machinery costs, not a speed-up."
+        )
+    if where.shares_gpu:
+        return (
+            f"Here the {where.ranks} {where.name} ranks take turns on {where.shared} (each with "
+            f"{where.threads} threads, its share of the machine's {where.cores} cores), so as in chapter 2 "
+            "this measures what the machinery costs, not a speed-up."
+        )
+    return (
+        f"Here each of the {where.ranks} ranks has a GPU of its own, so this measures a speed-up: what the "
+        "extra GPUs gain, less what DDP's machinery costs."
+    )
+
+
+def scaling_context(where: Placement) -> str:
+    """What the k ranks and the one process differ in, beyond DDP's arithmetic, given where they ran."""
+    if where.device == "cpu":
+        return (
+            f"On a CPU no extra hardware is at work: the comparison is between two ways of using the same "
+            f"{where.cores} cores (one process with all the threads against several processes with a share "
+            f"of them each), plus what DDP adds (a process per rank, an all-reduce of every gradient through "
+            f"{where.name}'s loopback sockets)."
+        )
+    exchange = (
+        "that Gloo copies from the GPU to host memory, exchanges over loopback sockets and copies back"
+        if where.staged
+        else f"through {where.name}"
+    )
+    if where.shares_gpu:
+        return (
+            f"On {where.shared} no extra hardware is at work: the comparison is between one process with the "
+            f"whole batch and {where.ranks} processes that take turns on the GPU with 1/{where.ranks} of it "
+            f"each, plus what DDP adds (a process per rank, and an all-reduce of every gradient {exchange})."
+        )
+    return (
+        f"Each rank has a GPU of its own: the comparison is between one GPU with the whole batch and "
+        f"{where.ranks} GPUs with 1/{where.ranks} of it each, plus what DDP adds (a process per rank, and an "
+        f"all-reduce of every gradient {exchange})."
+    )
+
+
+def scaling_sentence(changes: dict[str, dict], ranks: int, where: Placement) -> str:
+    """What the ranks against one process mean where they ran, per verdict (``changes``: model →
+    ``compare`` result). On shared cores or a shared GPU, processes that won used the shared hardware better
+    than one process, which is not DDP scaling, and processes that lost paid for what DDP adds; with a GPU
+    per rank, the extra GPUs won or DDP's costs lost. An unresolved comparison says nothing."""
+    if not changes:
+        return "With one rank there is nothing to compare."
+    by_verdict: dict[str, list[str]] = {}
+    for model, change in changes.items():
+        by_verdict.setdefault(change["verdict"], []).append(f"`{model}`")
+    words = {
+        "cpu": (
+            f"Where {ranks} processes with a share of the threads each beat one process with all of them "
+            "({}), the cores were used better by processes than by one operator's threads at a small batch; "
+            "that is not DDP scaling.",
+            "Where they lost ({}), what DDP adds cost more than any better use of the cores gained.",
+            "For {} the two ways of using the cores came out the same.",
+        ),
+        "shared": (
+            f"Where {ranks} ranks taking turns on {where.shared} beat one process ({{}}), the processes kept "
+            "the GPU busier than one process did, each issuing its own kernels; that is not DDP scaling.",
+            "Where they lost ({}), what DDP adds here (processes taking turns on the GPU, and the all-reduce"
+            + (" through host memory" if where.staged else "")
+            + ") cost more than splitting the batch saved.",
+            "For {} the ranks sharing the GPU and one process came out the same.",
+        ),
+        "own": (
+            f"Where {ranks} ranks on GPUs of their own beat one ({{}}), the extra GPUs did it: that is DDP "
+            "scaling.",
+            "Where they lost ({}), what DDP adds (a process per rank and the all-reduce"
+            + (" through host memory" if where.staged else "")
+            + ") cost more than the extra GPUs gained.",
+            "For {} the extra GPUs and DDP's costs came out even.",
+        ),
+    }["cpu" if where.device == "cpu" else "shared" if where.shares_gpu else "own"]
+    sentences = []
+    for verdict, text in zip(("faster", "slower", "no measurable difference"), words, strict=True):
+        if verdict in by_verdict:
+            sentences.append(text.format(listed(by_verdict[verdict])))
+    if "not resolved" in by_verdict:
+        sentences.append(
+            f"For {listed(by_verdict['not resolved'])} the launches do not resolve a difference."
+        )
+    return " ".join(sentences)
+
+
+def loopback_sentence(where: Placement) -> str:
+    """How the all-reduce's bytes travel here (3.6), and what slower links would do."""
+    later = "across links much slower than memory the all-reduce, and so what compression can save, grows"
+    if where.staged:
+        return (
+            "Gloo copies every bucket from the GPU to host memory, sends it over loopback through the "
+            "kernel's TCP stack and copies the average back to the GPU; NCCL on GPUs of their own would move "
+            f"it GPU to GPU (3.4 predicts how fast), and {later} (chapter 5 prices the links)."
+        )
+    if where.device == "cuda":
+        return f"{where.name} moves every byte GPU to GPU; {later} (chapter 5 prices the links)."
+    return (
+        f"Over loopback, {where.name} sends every byte through the kernel's TCP stack; {later} (chapter 5 "
+        "prices the links)."
+    )
+
+
+def machine_reading(where: Placement, missing: list[tuple[str, str]]) -> str:
+    """ "What this machine can and cannot show", from where the ranks ran and the backends that did not run
+    (``backend_statements``'s second list)."""
+    shows = (
+        "These measurements show what DDP's machinery costs (a process per rank, a process group, a bucketed "
+        "all-reduce{}), how much of a step its all-reduce can be, and whether it trains the same model as "
+        "one process, up to float32 rounding."
+    )
+    absent = " ".join(f"{name} was not measured: {why}." for name, why in missing)
+    if where.device == "cpu":
+        return " ".join(filter(None, [
+            f"On a CPU-only machine every rank shares the same {where.cores} cores, so more ranks add no "
+            "hardware: a faster run here means the cores were used better, not that DDP scaled.",
+            shows.format(f" through {where.name} over the loopback interface"), absent,
+            "NCCL needs GPUs — one per rank. The `gpu` profile runs every section on GPUs, NCCL against Gloo "
+            "at each rank count above one with a GPU per rank; on a single-GPU machine Gloo's ranks share "
+            "the GPU.",
+        ]))  # fmt: skip
+    through = (
+        ", which Gloo copies from the GPU to host memory, exchanges over the loopback interface and copies "
+        "back"
+        if where.staged
+        else f" through {where.name}"
+    )
+    if where.shares_gpu:
+        first = (
+            f"On this machine the {where.ranks} ranks take turns on {where.shared}, so more ranks add no "
+            f"hardware: a faster run here would mean the GPU was kept busier, not that DDP scaled."
+        )
+    else:
+        first = f"On this machine each of the {where.ranks} ranks has a GPU of its own: more ranks add GPUs."
+    return " ".join(filter(None, [first, shows.format(through), absent]))
+
+
+def overlap_reading(where: Placement) -> str:
+    """Why what bucket overlap buys can or cannot show here (beside what NCCL does differently)."""
+    if where.device == "cpu":
+        return (
+            f"Here {where.name}'s threads run the all-reduce on the same {where.cores} cores as the backward "
+            "pass, so the overlap that DDP's buckets arrange competes with the computation for the cores, "
+            'and what bucket overlap buys cannot show: an all-reduce "hidden" behind the backward pass still '
+            "takes its core's time here, so the bounds above, between none and all of the all-reduce, are "
+            "the GPU's picture, where the hidden part is free."
+        )
+    if where.shares_gpu:
+        host = (
+            "copies each bucket off the GPU and reduces it on the host, while "
+            if where.staged
+            else "runs, while "
+        )
+        return (
+            f"Here {where.name} {host}the {where.ranks} ranks' backward passes take turns on {where.shared}: "
+            "a bucket handed over early waits for the other ranks' backward passes, so the hook's time in "
+            "flight holds that wait, and what bucket overlap buys cannot show. The bounds above, between "
+            "none and all of the all-reduce, are the picture of GPUs of their own, where the hidden part is "
+            "free."
+        )
+    if where.staged:
+        return (
+            "Here Gloo copies each bucket off its GPU and reduces it on the host: the copies and the "
+            "reduction overlap the backward pass only as far as the copy engines and the host's cores allow."
+        )
+    return f"Here {where.name} ran on GPUs of their own, so the bounds above are that picture."

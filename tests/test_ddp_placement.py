@@ -1,0 +1,237 @@
+"""helpers.ddp_placement: what chapter 3 says ran where, from its records, on a CPU and on one GPU."""
+
+import pytest
+
+from helpers import ddp_compare, ddp_placement, launch
+from helpers.hardware import Machine
+
+LINEAR_BYTES, CONV_BYTES = 48_408_880, 1_504_800  # each model's float32 gradients: its parameters x 4
+
+
+def test_answers_in_words_from_the_verdicts():
+    changes = {"LinearNet": {"verdict": "slower"}, "ConvNet": {"verdict": "not resolved"}}
+    cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
+    assert ddp_placement.scaling_sentence(changes, 2, cpu) == (
+        "Where they lost (`LinearNet`), what DDP adds cost more than any better use of the cores gained. "
+        "For `ConvNet` the launches do not resolve a difference."
+    )
+    assert ddp_placement.scaling_sentence({"ConvNet": {"verdict": "faster"}}, 2, cpu).startswith(
+        "Where 2 processes with a share of the threads each beat one process with all of them (`ConvNet`)"
+    )
+    assert ddp_placement.scaling_sentence({}, 1, cpu) == "With one rank there is nothing to compare."
+    gpu = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
+    assert ddp_placement.scaling_sentence(changes, 4, gpu) == (
+        "Where they lost (`LinearNet`), what DDP adds here (processes taking turns on the GPU, and the "
+        "all-reduce through host memory) cost more than splitting the batch saved. For `ConvNet` the "
+        "launches do not resolve a difference."
+    )
+
+
+# The machines of the two editions, as their fingerprints (store.hardware) describe them
+CPU_MACHINE = {"cpu_model": "AMD EPYC", "usable_cores": 2, "gpus": []}
+
+
+H200_MACHINE = {
+    "cpu_model": "Intel(R) Xeon(R) Processor", "usable_cores": 16,
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 150_109_880_320,
+              "compute_capability": "9.0"}],
+}  # fmt: skip
+
+
+def launch_record(backend, device, ranks, step, allreduce, buckets, threads, model="LinearNet", batch=100):
+    """A stored DDP launch with the configuration and result fields the chapter's sentences read."""
+    config = {"kind": "ddp_run", "backend": backend, "device": device, "world_size": ranks, "model": model,
+              "global_batch_size": batch, "optimizer": "adam", "lr": 0.001, "bucket_cap_mb": 25}  # fmt: skip
+    result = {"step_seconds_all": [step] * 3, "allreduce_seconds_all": [allreduce] * 3,
+              "exposed_allreduce_seconds_all": [allreduce] * 3, "bucket_bytes": list(buckets),
+              "world_size": ranks, "threads_per_rank": threads}  # fmt: skip
+    return {"config": config, "result": result}
+
+
+def edition_runs(backend, device, sizes, threads, steps):
+    """Chapter 3's scaling launches, three of each: ``steps[model, ranks]`` = (step, all-reduce) seconds."""
+    runs = []
+    for (model, ranks), (step, allreduce) in steps.items():
+        buckets = [LINEAR_BYTES if model == "LinearNet" else CONV_BYTES]
+        for number in range(3):
+            variation = {"model": model, "backend": backend, "ranks": ranks, "launch": number}
+            runs.append((variation, launch_record(backend, device, ranks, step, allreduce, buckets,
+                                                  threads[ranks], model)))  # fmt: skip
+    return {"scaling": runs}
+
+
+def gpu_runs():
+    """The gpu edition's: Gloo ranks with CUDA tensors, one and four, on one H200 (its medians)."""
+    steps = {("LinearNet", 1): (0.00537, 0.00193), ("LinearNet", 4): (0.0400, 0.0345),
+             ("ConvNet", 1): (0.0361, 0.000541), ("ConvNet", 4): (0.0407, 0.00233)}  # fmt: skip
+    return edition_runs("gloo", "cuda", (1, 4), {1: 16, 4: 4}, steps)
+
+
+def cpu_runs():
+    """The cpu edition's: Gloo ranks with CPU tensors, one and two, on two cores."""
+    steps = {("LinearNet", 1): (0.0822, 0.0018), ("LinearNet", 2): (0.162, 0.0333),
+             ("ConvNet", 1): (0.514, 0.00033), ("ConvNet", 2): (0.526, 0.0026)}  # fmt: skip
+    return edition_runs("gloo", "cpu", (1, 2), {1: 2, 2: 1}, steps)
+
+
+def plan_on(hardware, backends, device, sizes):
+    """``launch.run_plan`` on the machine a fingerprint describes, as the chapter makes it."""
+    return launch.run_plan(["nccl", *backends], device, sizes, machine=Machine.from_fingerprint(hardware))
+
+
+def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
+    # the gpu edition: the plan lets NCCL start one rank on the one H200, but no record is NCCL's
+    gpu_plan = plan_on(H200_MACHINE, ["nccl", "gloo"], "cuda", [1, 4])
+    assert gpu_plan.query("backend == 'nccl' and runs")["ranks"].tolist() == [1, 1]
+    where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
+    assert (where.backend, where.device, where.ranks, where.gpus, where.threads) == ("gloo", "cuda", 4, 1, 4)
+    assert where.shares_gpu and where.staged and where.shared == "one NVIDIA H200"
+    answer = ddp_placement.backends_answer(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
+    assert answer == (
+        "Gloo measured with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA H200). NCCL "
+        "not measured: on this machine it can start only 1 rank (NCCL needs one GPU per rank: 4 ranks asked "
+        "for, 1 GPU(s) visible), and this chapter launches a single rank only on Gloo, the backend that runs "
+        "its most ranks: no NCCL run is among these records."
+    )
+    assert "NCCL measured" not in answer
+    statement = ddp_placement.measured_statement(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
+    assert statement.startswith(
+        "**Measured here:** Gloo with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA "
+        "H200). **Not measured here: NCCL** — on this machine it can start only 1 rank"
+    )
+    # the cpu edition: NCCL refused outright, without the launcher's advice
+    cpu_plan = plan_on(CPU_MACHINE, ["gloo"], "cpu", [1, 2])
+    cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
+    assert ddp_placement.backends_answer(cpu_runs(), cpu_plan, ["gloo"], cpu) == (
+        "Gloo measured with CPU tensors, 1 and 2 ranks (on the machine's 2 cores). NCCL not measured: it "
+        "needs CUDA tensors, and this machine has no GPU."
+    )
+    # a GPU machine asked for Gloo with CPU tensors
+    on_cpu = ddp_placement.placement(cpu_runs()["scaling"], H200_MACHINE)
+    plan = plan_on(H200_MACHINE, ["gloo"], "cpu", [1, 2])
+    assert ddp_placement.backends_answer(cpu_runs(), plan, ["gloo"], on_cpu).endswith(
+        "it needs CUDA tensors, and this run uses CPU tensors."
+    )
+
+
+def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
+    # NVLink 4 (H200 SXM): busbw 370 GB/s, α = 33.7 µs / 14 per ring step; four ranks: 2(k-1) = 6 steps,
+    # each of n/4 bytes: 6 x 2.407 µs + 48,408,880 x 1.5 / 370e9 s = 14.44 + 196.25 µs = 0.211 ms
+    predicted = ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA H200")
+    assert predicted["link"] == "NVLink 4 (H200 SXM)" and predicted["gpu"] == "H200 SXM 141 GB"
+    assert predicted["seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 370e9)
+    assert "nccl-tests/issues/212" in predicted["source"]
+    assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, None) is None  # no GPU
+    assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA RTX 9999") is None  # not in the tables
+    where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
+    largest = ddp_placement.largest_launches(gpu_runs()["scaling"], where)
+    assert ddp_placement.ranks_reading(largest, where) == (
+        "These are 4 Gloo ranks taking turns on one NVIDIA H200, every bucket staged through host memory: "
+        "the all-reduce is 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step, "
+        "where NCCL on 4 GPUs of their own is predicted to take about 0.211 and 0.0205 ms (NVLink 4 (H200 "
+        "SXM); 3.4 says how). This measures what DDP's machinery costs on a shared GPU, not scaling."
+    )
+    reading = ddp_placement.nccl_reading(largest, where)
+    assert reading.startswith(
+        "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 (H200 SXM), NCCL's ring all-reduce of "
+        "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take 0.211 and "
+        "0.0205 ms, against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step "
+        "that Gloo took here on one NVIDIA H200: the α-β ring 2(k−1)(α + nβ/k) with k = 4, α = 2.41 µs per "
+        "ring step and 1/β = 370 GB/s"
+    )
+    cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
+    assert ddp_placement.nccl_reading(ddp_placement.largest_launches(cpu_runs()["scaling"], cpu), cpu) == (
+        "This machine has no GPU to predict NCCL on; chapter 5 predicts it on GPUs for rent."
+    )
+
+
+def step_timing(model, device, batch, threads, seconds):
+    """A ``step_timing`` record of chapter 1: one process without DDP."""
+    config = {"kind": "step_timing", "model": model, "device": device, "batch_size": batch, "lr": 0.001,
+              "optimizer": "adam", "threads": threads, "autocast": None, "seed": 0}  # fmt: skip
+    return {"config": config, "result": {"step_seconds_all": [seconds] * 5}}
+
+
+def test_one_rank_is_set_beside_one_process_without_ddp():
+    records = [
+        step_timing("LinearNet", "cuda:0", 100, 16, 0.00199),
+        step_timing("LinearNet", "cuda:0", 100, 16, 0.00201),
+        step_timing("LinearNet", "cuda:0", 100, 16, 0.0030) | {"config": {"autocast": "bf16"}},  # not it
+        step_timing("LinearNet", "cuda:0", 50, 16, 0.0010),  # another batch
+    ]
+    rows = ddp_placement.one_rank_rows(gpu_runs()["scaling"], records)
+    assert [(r["model"], r["plain"]) for r in rows] == [
+        ("LinearNet", pytest.approx(0.002)),
+        ("ConvNet", None),
+    ]
+    table = ddp_placement.one_rank_table(rows)
+    assert table.loc["LinearNet"].tolist() == ["2.00", "5.37", "1.93", "3.37"]
+    assert table.loc["ConvNet", "one process, no DDP (ms)"] == "– (chapter 1 did not time it)"
+    assert ddp_placement.one_rank_sentence(rows) == (
+        "One Gloo rank, with no peer to exchange gradients with, against one process without DDP: 5.37 "
+        "against 2.00 ms a step for `LinearNet`; 1.93 ms of the rank's step is the all-reduce, which Gloo "
+        "stages through host memory even for one rank, each bucket copied off the GPU and back (one process: "
+        "chapter 1's timing of the same model, batch of 100, optimizer and threads on the same GPU). Chapter "
+        "1 timed no process without DDP of `ConvNet` at a batch of 100 on cuda into this results folder, so "
+        "one rank has nothing beside it here."
+    )
+
+
+# Wording that is true only where the ranks share a CPU's cores, never where they share one GPU
+CPU_ONLY = ("On a CPU", "CPU-only", "same cores", "shared cores", "of the cores", "the cores", "2 cores",
+            "two cores", "share of the threads", "one CPU")  # fmt: skip
+
+
+def chapter_sentences(runs, hardware, plan, backends):
+    """Every sentence chapter 3's prose functions make of ``runs`` on ``hardware`` (its placement-bound
+    ones: what ran, what the ranks share, what they measure), keyed by function."""
+    where = ddp_placement.placement(runs["scaling"], hardware)
+    largest = ddp_placement.largest_launches(runs["scaling"], where)
+    changes = {"LinearNet": {"verdict": "slower"}, "ConvNet": {"verdict": "faster"}}
+    _, missing = ddp_placement.backend_statements(runs, plan, backends, where)
+    devices = ["cuda:0"] * where.ranks if where.device == "cuda" else ["cpu"] * where.ranks
+    return {
+        "measured_statement": ddp_placement.measured_statement(runs, plan, backends, where),
+        "backends_answer": ddp_placement.backends_answer(runs, plan, backends, where),
+        "ranks_intro": ddp_placement.ranks_intro(where),
+        "scaling_context": ddp_placement.scaling_context(where),
+        "scaling_sentence": ddp_placement.scaling_sentence(changes, where.ranks, where),
+        "ranks_reading": ddp_placement.ranks_reading(largest, where),
+        "nccl_reading": ddp_placement.nccl_reading(largest, where),
+        "one_rank_sentence": ddp_placement.one_rank_sentence(
+            ddp_placement.one_rank_rows(runs["scaling"], [])
+        ),
+        "loopback_sentence": ddp_placement.loopback_sentence(where),
+        "machine_reading": ddp_placement.machine_reading(where, missing),
+        "overlap_reading": ddp_placement.overlap_reading(where),
+        "dp_reading": ddp_compare.dataparallel_reading(devices, where),
+    }
+
+
+def test_the_gpu_edition_s_sentences_say_nothing_written_for_a_cpu():
+    plan = plan_on(H200_MACHINE, ["nccl", "gloo"], "cuda", [1, 4])
+    for name, sentence in chapter_sentences(gpu_runs(), H200_MACHINE, plan, ["nccl", "gloo"]).items():
+        assert not [words for words in CPU_ONLY if words in sentence], (name, sentence)
+        assert "CPU" not in sentence, (name, sentence)
+        # cores only as the machine's 16, loopback only with the copies to and from host memory
+        assert sentence.count("cores") == sentence.count("16 cores"), (name, sentence)
+        assert "loopback" not in sentence or "host memory" in sentence, (name, sentence)
+        assert "NCCL measured" not in sentence and "NCCL runs one rank" not in sentence, (name, sentence)
+    said = chapter_sentences(gpu_runs(), H200_MACHINE, plan, ["nccl", "gloo"])
+    assert "one NVIDIA H200" in said["scaling_context"] and "host memory" in said["loopback_sentence"]
+    assert "take turns on one NVIDIA H200" in said["overlap_reading"]
+
+
+def test_the_cpu_edition_keeps_its_cpu_wording():
+    plan = plan_on(CPU_MACHINE, ["gloo"], "cpu", [1, 2])
+    said = chapter_sentences(cpu_runs(), CPU_MACHINE, plan, ["gloo"])
+    assert said["scaling_context"].startswith(
+        "On a CPU no extra hardware is at work: the comparison is between two ways of using the same 2 cores"
+    )
+    assert said["ranks_intro"].startswith("With Gloo on one CPU the ranks share its 2 cores")
+    assert said["loopback_sentence"].startswith("Over loopback, Gloo sends every byte through the kernel's")
+    assert said["machine_reading"].startswith("On a CPU-only machine every rank shares the same 2 cores")
+    assert "the same 2 cores as the backward pass" in said["overlap_reading"]
+    assert said["dp_reading"].endswith("overheads on the same 2 cores, not as a ranking for GPUs.")
+    for sentence in said.values():
+        assert "GPU of its own" not in sentence and "host memory" not in sentence
