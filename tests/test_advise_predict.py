@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.advise import counting, predict, report
+from helpers.advise import counting, examples, predict, report
 from helpers.costmodel import recommend
 from helpers.sharding.memory import per_rank_bytes
 
@@ -58,11 +58,54 @@ def test_each_reason_comes_with_its_number_and_whether_it_applies(linear_advice)
     reasons = linear_advice.reasons.set_index(["machine", "reason"])["applies"]
     # LinearNet's 48 MB gradient over PCIe takes longer than 2 samples' backward on an L4: it applies
     assert reasons[("AWS g6.48xlarge", "gradient exchange longer than backward on this link")]
-    assert reasons[("AWS g6.48xlarge", "per-GPU batch below b*, the all-reduce not hidden")]
+    # and its 46.2 MiB make one bucket at the 25 MiB cap: the all-reduce follows backward, whatever the batch
+    one = (
+        "the all-reduce after backward: the gradients fit one DDP bucket at bucket_cap_mb=25, nothing "
+        "overlaps"
+    )
+    assert reasons[("AWS g6.48xlarge", one)]
     fixed = linear_advice.reasons.query("reason.str.startswith('a fixed number')", engine="python")
     assert fixed["number"].str.contains("the same number of steps gives more epochs, not less time").all()
     sentence = next(v for v in linear_advice.verdicts if v.startswith("8 × L4 (AWS g6.48xlarge)"))
-    assert "slower whatever the inputs" in sentence and "the all-reduce is not hidden below" in sentence
+    assert "slower whatever the inputs" in sentence
+    assert (
+        "its 46.2 MiB of gradients fit one DDP bucket at bucket_cap_mb=25, so the all-reduce comes after "
+        "backward, never hidden: " in sentence
+    )
+
+
+def test_a_one_bucket_model_s_all_reduce_is_never_said_to_hide():
+    """WaveTransformer's 0.32 MiB of gradients fit one bucket (under DDP's 1 MiB first bucket too): every
+    verdict says its all-reduce comes after backward, with its predicted time, none that it hides."""
+    counted = counting.count(examples.wave_transformer(), (1, 12_000), label="WaveTransformer")
+    advice = predict.advise(counted, 256, (1, 8))
+    assert (advice.conditions["buckets"] == 1).all() and advice.conditions["hide"].map(math.isinf).all()
+    conditions = advice.conditions.set_index("machine")
+    for verdict in advice.verdicts:
+        assert "hides behind backward" not in verdict
+        machine = verdict[verdict.index("(") + 1 : verdict.index(")")]
+        row = conditions.loc[machine]
+        band = predict.time_band(row["tail_seconds"], row["tail_seconds_low"], row["tail_seconds_high"])
+        assert verdict.endswith(
+            "its 0.322 MiB of gradients fit one DDP bucket, so the all-reduce comes after backward, never "
+            f"hidden: {band} a step."
+        )
+    view = report.condition_view(advice)
+    assert view["all-reduce"].str.startswith("after backward, never hidden: ").all()
+
+
+def test_a_many_bucket_model_s_all_reduce_hides_from_b_star_but_for_its_last_bucket():
+    row = pd.Series({"buckets": 3, "hide": 13.0, "last_bucket_bytes": 0.0375 * 2**20,
+                     "tail_seconds": 34e-6, "tail_seconds_low": 33e-6, "tail_seconds_high": 36e-6,
+                     "gradient_bytes": 1.44 * 2**20})  # fmt: skip
+    assert predict.all_reduce_words(row, 16) == (
+        "the all-reduce hides behind backward from 13 samples per GPU but for its last bucket (0.0375 MiB), "
+        "whose 34 (33–36) µs follow backward"
+    )
+    assert (
+        predict.all_reduce_words(row, 8)
+        == "the all-reduce is not hidden below 13 per GPU (this batch gives 8)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,9 @@ def test_chapter_loads_and_shows_its_figures(browser, served, page):
         image["src"] for image in images if not (image["complete"] and image["width"] and image["height"])
     ]
     assert not empty, f"figures that did not load: {empty}"
-    assert "Measured on" in browser.execute_script("return document.querySelector('article').innerText")
+    text = browser.execute_script("return document.querySelector('article').innerText")
+    opening = text[: text.find("The answer")] if "The answer" in text else text[:1500]
+    assert " edition · measured on " in opening, f"{page} does not open with its edition and machine"
 
 
 NAVIGATION_LINKS = (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import chapter_plans, plan, study
+from helpers import chapter_plans, notebook_parameters, plan, study
 from helpers.hardware import Machine
 
 GPU_NAMES = {11: "NVIDIA GeForce GTX 1080 Ti", 24: "NVIDIA A10G", 40: "NVIDIA A100-SXM4-40GB",
@@ -52,7 +52,7 @@ def test_no_benchmark_of_one_rank_in_the_gpu_profile():
 
 
 def test_a_batch_the_ranks_cannot_split_is_refused_with_the_launcher_s_reason():
-    parameters = study.notebook_defaults(study.notebooks_dir() / "03_ddp_nccl_vs_gloo.ipynb")
+    parameters = notebook_parameters.notebook_defaults(study.notebooks_dir() / "03_ddp_nccl_vs_gloo.ipynb")
     items = chapter_plans.items_of(
         "03_ddp_nccl_vs_gloo", {**parameters, "world_sizes": [1, 3]}, Machine(0, cores=2)
     )
@@ -61,7 +61,7 @@ def test_a_batch_the_ranks_cannot_split_is_refused_with_the_launcher_s_reason():
 
 
 def test_a_batch_that_does_not_fit_the_card_is_refused_before_it_is_rented():
-    parameters = study.notebook_defaults(study.notebooks_dir() / "01_single_device.ipynb")
+    parameters = notebook_parameters.notebook_defaults(study.notebooks_dir() / "01_single_device.ipynb")
     items = chapter_plans.items_of(
         "01_single_device", {**parameters, "sweep_batch_sizes": [2_200]}, described(1, 11)
     )

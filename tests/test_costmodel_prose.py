@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from helpers.costmodel import gpus, prose, seed, specs
+from helpers.costmodel import gpus, prose, recommend, seed, specs
 
 FASTER, SLOWER, DEARER = (
     "faster whatever the inputs",
@@ -129,6 +129,38 @@ def test_the_rule_counts_machines_whose_global_batch_fits_the_training_set():
         "never."
     )
     assert said["hide_note"].startswith("At the band's edge on p5, even a one-sample backward")
+
+
+def test_the_rule_says_a_one_bucket_model_never_hides_and_what_follows_backward():
+    """Chapter 5's models at the 25 MiB cap: one bucket each, so the rule says no batch hides the all-reduce,
+    gives its time after backward per machine and the global batch the fixed cost alone needs; and, with
+    DDP's 1 MiB first bucket, that ConvNet's first bucket could overlap only the backward of what remains."""
+    conditions = recommend.condition_table(("LinearNet", "ConvNet"), ("AWS p5.48xlarge", "AWS g6.48xlarge"))
+    said = prose.rule_sentences(conditions)
+    for name, size in (("LinearNet", "46.2 MiB"), ("ConvNet", "1.44 MiB")):
+        text = said[f"rule_{name.lower()}"]
+        assert text.startswith(f"`{name}`: its {size} of gradients fill one DDP bucket at the 25 MiB cap")
+        assert "no per-GPU batch hides its all-reduce" in text and "needs a global batch" not in text
+        assert "hides behind backward" not in text
+    row = conditions.set_index(["model", "machine"]).loc[("ConvNet", "AWS p5.48xlarge")]
+    tail = f"{row['tail_seconds'] * 1e3:.3g}"
+    assert f"the all-reduce follows backward instead, {tail} (" in said["rule_convnet"]
+    assert (
+        "The fixed cost alone is outgrown from a global batch of 32 (8–104) on AWS p5.48xlarge"
+        in (said["rule_convnet"])
+    )
+    assert said["rule_short"] == (
+        "Neither model's all-reduce can hide (one DDP bucket each), so neither meets both conditions on any "
+        "machine; the fixed cost alone is outgrown within the 2,700 clips on 0 of 2 eight-GPU machines "
+        "whatever the inputs for `LinearNet` (on 0 never) and on 2 of 2 eight-GPU machines whatever the "
+        "inputs for `ConvNet` (on 0 never)."
+    )
+    alone = prose.rule_sentences(conditions[conditions["model"] == "ConvNet"])["rule_short"]
+    assert alone.startswith("`ConvNet`'s all-reduce cannot hide (one DDP bucket holds it)")
+    assert "`ConvNet`'s a first of 1.4 MiB and 0.0383 MiB after it" in said["hide_note"]
+    assert "`LinearNet`'s gradients would still make one bucket" in said["hide_note"]
+    assert "At the band's edge" not in said["hide_note"]
+    assert said["hide_note"].startswith("For a one-bucket model the first condition is therefore a cost")
 
 
 @pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])

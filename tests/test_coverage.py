@@ -74,3 +74,13 @@ def test_the_h200_lacks_only_chapters_1_5_and_6_of_the_gpu_profile(capsys):
     lacking = {line[2:].split(":")[0] for line in printed if line.startswith("- ")}
     assert lacking == {"01_single_device", "05_cost_model", "06_scaling"}
     assert any(line.startswith("1. ~") and "--chapters 01_single_device" in line for line in printed)
+
+
+def test_the_h200s_chapter_6_is_refused_naming_each_launch_it_lacks(capsys):
+    """No manifest for chapter 6 (its H200 run was stopped part-way): the plan's launches name each record
+    that execution from the H200's records would lack, before anything starts."""
+    with pytest.raises(SystemExit):
+        study.main(["--profile", "gpu", "--from-records", "1fcc455750dea9a9", "--chapters", "06_scaling"])
+    said = capsys.readouterr().err
+    assert "lacks records the chapters need (nothing started)" in said
+    assert '06_scaling: sharding_run {"backend":"gloo","device":"cpu"' in said

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from helpers import data, dataparallel, dataparallel_results, models, train
+from helpers import data, dataparallel, dataparallel_sharing, models, train
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_timed_steps_report_phases_ratio_and_method(fsdd):
     assert timing["bytes_per_step"] == dataparallel.bytes_per_step(models.LinearNet(), 20, 2)
     assert timing["communication_to_compute"] == timing["transfer_seconds"] / timing["compute_seconds"]
     assert timing["steps_per_epoch"] == 2 and timing["method"].startswith("median of 2 timed steps")
-    assert "2 replicas" in dataparallel_results.explain_replicas(timing, timing, shared=True)
+    assert "2 replicas" in dataparallel_sharing.explain_replicas(timing, timing, shared=True)
 
 
 def test_bad_devices_are_refused():
@@ -119,7 +119,7 @@ def test_replicas_share_the_device_unless_enough_gpus_may_be_used(monkeypatch):
     assert dataparallel.replica_devices("cpu", 3) == (["cpu", "cpu", "cpu"], True)
     # The CUDA branch on a machine that claims four GPUs (no tensor is made, so none is needed)
     monkeypatch.setattr(dataparallel, "pick_device", lambda device: torch.device("cuda", 0))
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(dataparallel, "gpu_count", lambda: 4)  # hardware.gpu_count: the GPUs in view
     assert dataparallel.replica_devices("cuda", 4) == (["cuda:0", "cuda:1", "cuda:2", "cuda:3"], False)
     assert dataparallel.replica_devices("cuda", 2, gpus=1) == (["cuda:0", "cuda:0"], True)
     assert dataparallel.replica_devices("cuda", 5) == (["cuda:0"] * 5, True)  # more replicas than GPUs

@@ -26,6 +26,8 @@ def test_dataparallel_is_set_against_the_ddp_launch_of_its_own_round(monkeypatch
     assert launched == [("LinearNet", 2, 0), ("LinearNet", 2, 1), ("LinearNet", 2, 2)]
     assert timed[1:] == [("LinearNet", 0), ("LinearNet", 1), ("LinearNet", 2)]
     assert table.loc["LinearNet", "DDP against DataParallel"] == "faster, 2.00× (2.00–2.00×, 3 rounds each)"
+    assert table.loc["LinearNet", ["DataParallel step (ms)", "DDP step (ms)"]].tolist() == ["2,000", "1,000"]
+    assert ddp_compare.dataparallel_answer(table) == "`LinearNet` faster, 2.00× (2.00–2.00×, 3 rounds each)"
 
 
 def test_a_round_times_dataparallel_then_launches_lightning_where_it_is_asked_for(monkeypatch):
@@ -68,3 +70,38 @@ def test_dataparallel_against_ddp_is_read_for_where_both_ran():
     assert ddp_compare.dataparallel_reading([f"cuda:{i}" for i in range(4)], own) == (
         "Each of the 4 replicas and each DDP rank has a GPU of its own."
     )
+
+
+def test_a_small_resolved_difference_in_the_answer_is_said_to_be_below_what_matters():
+    table = pd.DataFrame(
+        {"DDP against DataParallel": ["slower, 0.978× (0.962–0.997×, 3 rounds each)"]},
+        index=pd.Index(["ConvNet"], name="model"),
+    )
+    table.attrs["changes"] = {
+        "ConvNet": {"verdict": "slower", "speedup": 0.978, "low": 0.962, "high": 0.997, "launches": (3, 3)}
+    }
+    assert ddp_compare.dataparallel_answer(table) == (
+        "`ConvNet` slower, 0.978× (0.962–0.997×, 3 rounds each), a 2 % difference, below the 10 % that "
+        "matters here"
+    )
+
+
+def test_lightning_s_table_note_and_title_as_chapter_3_shows_them():
+    frameworks = {
+        "note": "Compared at 1 rank(s), 3 launches each. Skipped 4 rank(s): Lightning runs one rank per GPU: "
+        "4 ranks per node asked for, 1 GPU(s) usable.",
+        "ranks": 1,
+        "table": pd.DataFrame(
+            {"model": ["LinearNet"], "framework": ["by hand"], "step time (s)": ["0.00537"]}
+        ),
+    }
+    # the chapter's own words in the singular or plural; the launcher's reason it quotes as it is
+    assert ddp_compare.framework_note(frameworks) == (
+        "Compared at 1 rank, 3 launches each. Skipped 4 ranks: Lightning runs one rank per GPU: 4 ranks per "
+        "node asked for, 1 GPU(s) usable."
+    )
+    assert ddp_compare.framework_title("gloo", frameworks) == "DDP (gloo, 1 rank): by hand, Lightning"
+    once = {**frameworks, "note": "Compared at 2 rank(s), 1 launches each."}
+    assert ddp_compare.framework_note(once) == "Compared at 2 ranks, 1 launch each."
+    shown = ddp_compare.framework_table(frameworks)
+    assert shown.loc[("LinearNet", "by hand"), "step time (ms)"] == "5.37"

@@ -1,8 +1,10 @@
 """helpers.ddp_placement: what chapter 3 says ran where, from its records, on a CPU and on one GPU."""
 
+import re
+
 import pytest
 
-from helpers import ddp_compare, ddp_placement, launch
+from helpers import ddp_compare, ddp_placement, ddp_results, launch
 from helpers.hardware import Machine
 
 LINEAR_BYTES, CONV_BYTES = 48_408_880, 1_504_800  # each model's float32 gradients: its parameters x 4
@@ -86,32 +88,81 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
     where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
     assert (where.backend, where.device, where.ranks, where.gpus, where.threads) == ("gloo", "cuda", 4, 1, 4)
     assert where.shares_gpu and where.staged and where.shared == "one NVIDIA H200"
-    answer = ddp_placement.backends_answer(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
+    largest = ddp_placement.largest_launches(gpu_runs()["scaling"], where)
+    # the title's question answered first, then why, then NCCL's prediction beside Gloo's measurement
+    assert ddp_placement.backends_headline(gpu_runs()) == "not compared on this machine"
+    answer = ddp_placement.backends_answer(gpu_runs(), gpu_plan, ["nccl", "gloo"], where, largest)
     assert answer == (
-        "Gloo measured with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA H200). NCCL "
-        "not measured: on this machine it can start only 1 rank (NCCL needs one GPU per rank: 4 ranks asked "
-        "for, 1 GPU(s) visible), and this chapter launches a single rank only on Gloo, the backend that runs "
-        "its most ranks: no NCCL run is among these records."
+        "With one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so every run here is "
+        "Gloo. On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch, NCCL is "
+        "predicted to all-reduce `LinearNet`'s gradients in about 0.21 ms (0.17–0.28 ms over chapter 5's "
+        "range of bus bandwidths for the link); Gloo took 34.5 ms here (3.4)."
     )
-    assert "NCCL measured" not in answer
+    assert "NCCL measured" not in answer and "(s)" not in answer
     statement = ddp_placement.measured_statement(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
-    assert statement.startswith(
+    assert statement == (
         "**Measured here:** Gloo with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA "
-        "H200). **Not measured here: NCCL** — on this machine it can start only 1 rank"
+        "H200). **Not measured here: NCCL** — with one GPU it can start only one rank (NCCL needs one GPU "
+        "per rank: 4 ranks asked for, 1 GPU(s) visible); the chapter's one-rank baseline runs on Gloo, the "
+        "backend that runs its most ranks, so no NCCL run is among these records."
     )
     # the cpu edition: NCCL refused outright, without the launcher's advice
     cpu_plan = plan_on(CPU_MACHINE, ["gloo"], "cpu", [1, 2])
     cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
-    assert ddp_placement.backends_answer(cpu_runs(), cpu_plan, ["gloo"], cpu) == (
-        "Gloo measured with CPU tensors, 1 and 2 ranks (on the machine's 2 cores). NCCL not measured: it "
-        "needs CUDA tensors, and this machine has no GPU."
+    cpu_largest = ddp_placement.largest_launches(cpu_runs()["scaling"], cpu)
+    assert ddp_placement.backends_headline(cpu_runs()) == "not compared on this machine"
+    assert ddp_placement.backends_answer(cpu_runs(), cpu_plan, ["gloo"], cpu, cpu_largest) == (
+        "NCCL needs CUDA tensors and this machine has no GPU, so every run here is Gloo. Chapter 5 predicts "
+        "NCCL on GPUs for rent."
+    )
+    assert ddp_placement.measured_statement(cpu_runs(), cpu_plan, ["gloo"], cpu) == (
+        "**Measured here:** Gloo with CPU tensors, 1 and 2 ranks (on the machine's 2 cores). **Not measured "
+        "here: NCCL** — it needs CUDA tensors, and this machine has no GPU."
     )
     # a GPU machine asked for Gloo with CPU tensors
     on_cpu = ddp_placement.placement(cpu_runs()["scaling"], H200_MACHINE)
     plan = plan_on(H200_MACHINE, ["gloo"], "cpu", [1, 2])
-    assert ddp_placement.backends_answer(cpu_runs(), plan, ["gloo"], on_cpu).endswith(
-        "it needs CUDA tensors, and this run uses CPU tensors."
+    assert ddp_placement.backends_answer(cpu_runs(), plan, ["gloo"], on_cpu, []) == (
+        "NCCL needs CUDA tensors and this run uses CPU tensors, so every run here is Gloo."
     )
+    # NCCL left out of the backends asked for, on a machine where it could run
+    four = {**H200_MACHINE, "gpus": H200_MACHINE["gpus"] * 4}
+    own = ddp_placement.placement(gpu_runs()["scaling"], four)
+    asked = plan_on(four, ["gloo"], "cuda", [1, 4])
+    assert ddp_placement.backends_answer(gpu_runs(), asked, ["gloo"], own, []) == (
+        "NCCL was not among the backends this run was asked to compare, so every run here is Gloo."
+    )
+
+
+def test_where_nccl_and_gloo_both_ran_the_answer_is_nccl_s_speed_up_over_gloo():
+    # four GPUs, a GPU per rank: NCCL's launches take a fifth of Gloo's 40 ms (LinearNet) and 95 % of its
+    # 40.7 ms (ConvNet), launch n 1 % slower than launch n - 1: LinearNet 40.0 / (8.0 x 1.01) = 4.95x, ConvNet
+    # 1/(0.95 x 1.01) = 1.04x, inside the 10 % that matters
+    gloo, nccl = gpu_runs()["scaling"], []
+    for variation, record in gloo:
+        if variation["ranks"] == 4:
+            faster = 0.2 if variation["model"] == "LinearNet" else 0.95
+            steps = [
+                s * faster * (1 + 0.01 * variation["launch"]) for s in record["result"]["step_seconds_all"]
+            ]
+            copy = {"config": {**record["config"], "backend": "nccl"},
+                    "result": {**record["result"], "step_seconds_all": steps}}  # fmt: skip
+            nccl.append(({**variation, "backend": "nccl"}, copy))
+    runs = {"scaling": gloo + nccl}
+    four = {**H200_MACHINE, "gpus": H200_MACHINE["gpus"] * 4}
+    where = ddp_placement.placement(runs["scaling"], four)
+    plan = plan_on(four, ["nccl", "gloo"], "cuda", [1, 4])
+    assert ddp_placement.backends_headline(runs) == "compared on 4 ranks"
+    answer = ddp_placement.backends_answer(runs, plan, ["nccl", "gloo"], where, [])
+    assert answer == (
+        "NCCL's speed-up over Gloo, a GPU per rank (3.4): `LinearNet` faster, 4.95× (4.90–5.00×, 3 launches "
+        "each); `ConvNet` faster, 1.04× (1.03–1.05×, 3 launches each), a 4 % difference, below the 10 % that "
+        "matters here."
+    )
+    table, _ = ddp_results.scaling_table(runs["scaling"])
+    assert table.loc[("LinearNet", "nccl", 4), "NCCL against Gloo"].startswith("faster, 4.9")
+    assert table.loc[("LinearNet", "gloo", 4), "NCCL against Gloo"] == ""
+    assert "NCCL against Gloo" not in ddp_results.scaling_table(gloo)[0].columns
 
 
 def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
@@ -120,29 +171,63 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
     predicted = ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA H200")
     assert predicted["link"] == "NVLink 4 (H200 SXM)" and predicted["gpu"] == "H200 SXM 141 GB"
     assert predicted["seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 370e9)
-    assert "nccl-tests/issues/212" in predicted["source"]
+    # the band: chapter 5's busbw range for the link, 60 % of its 450 GB/s peak to 480 GB/s, α fixed
+    assert predicted["low_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 480e9)
+    assert predicted["high_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 270e9)
+    assert predicted["switched"] and predicted["configuration"] == "AWS p5en.48xlarge"
+    # the busbw is the H100's, measured 2024-05-06 (not the H200 datasheet's 2024-07); α is a DGX-A100's
+    assert predicted["busbw_source"] == (
+        "measured on 8 H100 SXM (nccl-tests issue 212, 2024-05-06), whose NVLink 4 and NVSwitch the H200 SXM "
+        "shares: no H200 figure is published"
+    )
+    assert predicted["alpha_source"] == (
+        "a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 ring steps (nccl-tests "
+        "issue 123, 2022-12-14)"
+    )
+    # every GPU chapter 5 sells on a link has its busbw and α cited
+    for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-16GB", "NVIDIA L4",
+                 "NVIDIA L40S", "NVIDIA GeForce GTX 1080 Ti"):  # fmt: skip
+        other = ddp_placement.nccl_prediction([LINEAR_BYTES], 4, name)
+        assert other["link"] in ddp_placement.BUSBW_SOURCES, name
+        assert other["alpha_source"] != "chapter 5's link table", name
     assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, None) is None  # no GPU
     assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA RTX 9999") is None  # not in the tables
     where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
     largest = ddp_placement.largest_launches(gpu_runs()["scaling"], where)
+    # NCCL's prediction is said once in the answer box (backends_answer), not beside the rank counts
     assert ddp_placement.ranks_reading(largest, where) == (
         "These are 4 Gloo ranks taking turns on one NVIDIA H200, every bucket staged through host memory: "
-        "the all-reduce is 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step, "
-        "where NCCL on 4 GPUs of their own is predicted to take about 0.211 and 0.0205 ms (NVLink 4 (H200 "
-        "SXM); 3.4 says how). This measures what DDP's machinery costs on a shared GPU, not scaling."
+        "the all-reduce is 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step. "
+        "This measures what DDP's machinery costs on a shared GPU, not scaling."
     )
     reading = ddp_placement.nccl_reading(largest, where)
-    assert reading.startswith(
-        "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 (H200 SXM), NCCL's ring all-reduce of "
-        "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take 0.211 and "
-        "0.0205 ms, against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step "
-        "that Gloo took here on one NVIDIA H200: the α-β ring 2(k−1)(α + nβ/k) with k = 4, α = 2.41 µs per "
-        "ring step and 1/β = 370 GB/s"
+    assert reading == (
+        "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch (this assumes SXM "
+        "boards so joined, as in an AWS p5en.48xlarge), NCCL's ring all-reduce of `LinearNet`'s 48,408,880 "
+        "bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and 0.021 ms, against 34.5 ms "
+        "of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step that Gloo took here on one "
+        "NVIDIA H200. The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. Its 1/β is nccl-tests' bus "
+        "bandwidth (busbw) for the link, 370 GB/s, measured on 8 H100 SXM (nccl-tests issue 212, "
+        "2024-05-06), whose NVLink 4 and NVSwitch the H200 SXM shares: no H200 figure is published. Its α, "
+        "2.41 µs per ring step, is a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 "
+        "ring steps (nccl-tests issue 123, 2022-12-14). Over chapter 5's busbw range for this link, "
+        "270–480 GB/s, with α fixed, the predictions span 0.17–0.28 and 0.019–0.023 ms."
     )
+    assert "2024-07" not in reading and reading.count("(busbw)") == 1
+    assert deepest_parentheses(reading) == 1
     cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
     assert ddp_placement.nccl_reading(ddp_placement.largest_launches(cpu_runs()["scaling"], cpu), cpu) == (
         "This machine has no GPU to predict NCCL on; chapter 5 predicts it on GPUs for rent."
     )
+
+
+def deepest_parentheses(text: str) -> int:
+    """How deep parentheses nest in ``text``, the formula's own left out."""
+    depth = deepest = 0
+    for char in re.sub(r"2\(k−1\)\(α \+ nβ/k\)", "", text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def step_timing(model, device, batch, threads, seconds):
@@ -167,13 +252,15 @@ def test_one_rank_is_set_beside_one_process_without_ddp():
     table = ddp_placement.one_rank_table(rows)
     assert table.loc["LinearNet"].tolist() == ["2.00", "5.37", "1.93", "3.37"]
     assert table.loc["ConvNet", "one process, no DDP (ms)"] == "– (chapter 1 did not time it)"
+    # chapter 1's records of this machine, which the chapter 1 page of the book need not show
     assert ddp_placement.one_rank_sentence(rows) == (
         "One Gloo rank, with no peer to exchange gradients with, against one process without DDP: 5.37 "
         "against 2.00 ms a step for `LinearNet`; 1.93 ms of the rank's step is the all-reduce, which Gloo "
-        "stages through host memory even for one rank, each bucket copied off the GPU and back (one process: "
-        "chapter 1's timing of the same model, batch of 100, optimizer and threads on the same GPU). Chapter "
-        "1 timed no process without DDP of `ConvNet` at a batch of 100 on cuda into this results folder, so "
-        "one rank has nothing beside it here."
+        "stages through host memory even for one rank, each bucket copied off the GPU and back. The process "
+        "without DDP is chapter 1's step timing of the same model, batch of 100, optimizer and threads on "
+        "the same GPU, measured on this same machine and read from its records: the chapter 1 page this "
+        "book shows may be another machine's edition. This machine's records hold no chapter 1 timing of a "
+        "process without DDP of `ConvNet` at a batch of 100 on cuda, so one rank has nothing beside it here."
     )
 
 
@@ -192,7 +279,8 @@ def chapter_sentences(runs, hardware, plan, backends):
     devices = ["cuda:0"] * where.ranks if where.device == "cuda" else ["cpu"] * where.ranks
     return {
         "measured_statement": ddp_placement.measured_statement(runs, plan, backends, where),
-        "backends_answer": ddp_placement.backends_answer(runs, plan, backends, where),
+        "backends_headline": ddp_placement.backends_headline(runs),
+        "backends_answer": ddp_placement.backends_answer(runs, plan, backends, where, largest),
         "ranks_intro": ddp_placement.ranks_intro(where),
         "scaling_context": ddp_placement.scaling_context(where),
         "scaling_sentence": ddp_placement.scaling_sentence(changes, where.ranks, where),
@@ -217,9 +305,14 @@ def test_the_gpu_edition_s_sentences_say_nothing_written_for_a_cpu():
         assert sentence.count("cores") == sentence.count("16 cores"), (name, sentence)
         assert "loopback" not in sentence or "host memory" in sentence, (name, sentence)
         assert "NCCL measured" not in sentence and "NCCL runs one rank" not in sentence, (name, sentence)
+        assert "NCCL needs CUDA tensors" not in sentence and "no GPU" not in sentence, (name, sentence)
+        assert "rank(s)" not in sentence and "2024-07" not in sentence, (name, sentence)
     said = chapter_sentences(gpu_runs(), H200_MACHINE, plan, ["nccl", "gloo"])
     assert "one NVIDIA H200" in said["scaling_context"] and "host memory" in said["loopback_sentence"]
     assert "take turns on one NVIDIA H200" in said["overlap_reading"]
+    assert said["backends_answer"].startswith("With one GPU NCCL cannot start more than one rank")
+    # NCCL's prediction once in the answer box: in backends_answer, not in ranks_reading beside it
+    assert "predicted" in said["backends_answer"] and "predicted" not in said["ranks_reading"]
 
 
 def test_the_cpu_edition_keeps_its_cpu_wording():
@@ -233,5 +326,6 @@ def test_the_cpu_edition_keeps_its_cpu_wording():
     assert said["machine_reading"].startswith("On a CPU-only machine every rank shares the same 2 cores")
     assert "the same 2 cores as the backward pass" in said["overlap_reading"]
     assert said["dp_reading"].endswith("overheads on the same 2 cores, not as a ranking for GPUs.")
+    assert said["backends_answer"].startswith("NCCL needs CUDA tensors and this machine has no GPU")
     for sentence in said.values():
         assert "GPU of its own" not in sentence and "host memory" not in sentence

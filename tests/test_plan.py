@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import plan, study
+from helpers import notebook_parameters, plan, study
 from helpers.hardware import Machine
 from helpers.launch import Request
 
@@ -28,10 +28,12 @@ def test_the_estimate_is_the_arithmetic_it_says():
 
 
 def test_notebook_defaults_are_what_the_parameters_cell_assigns():
-    defaults = study.notebook_defaults(study.notebooks_dir() / "04_collectives.ipynb")
+    defaults = notebook_parameters.notebook_defaults(study.notebooks_dir() / "04_collectives.ipynb")
     assert defaults["message_bytes"] == [2**p for p in range(10, 25, 2)]  # a comprehension, evaluated
-    assert set(defaults) == study.declared_parameters(study.notebooks_dir() / "04_collectives.ipynb")
-    money = study.notebook_defaults(study.notebooks_dir() / "05_cost_model.ipynb")
+    assert set(defaults) == notebook_parameters.declared_parameters(
+        study.notebooks_dir() / "04_collectives.ipynb"
+    )
+    money = notebook_parameters.notebook_defaults(study.notebooks_dir() / "05_cost_model.ipynb")
     assert (money["seed_machine_price"], money["seed_hourly_price"]) == ("8000", "1.50")  # a tuple assignment
 
 

@@ -24,10 +24,21 @@ HARDWARE = {
 }
 
 
-def test_banner_names_hardware_and_profile(tmp_path):
-    store = ResultStore("cpu", root=tmp_path, hardware=HARDWARE)
-    line, limits = provenance.banner(store).data.split("\n\n")
-    assert line == "**CPU edition** · **measured on** 1x NVIDIA H200 (140 GiB); 16-core Test Xeon"
+def test_a_chapter_opens_with_its_edition_machine_and_days(tmp_path, monkeypatch):
+    store = ResultStore("gpu", root=tmp_path, hardware=HARDWARE)
+    store.measure({"kind": "demo"}, dict)  # the machine's first record: its provenance file
+    store.measured_at = {f"2026-11-{day}T04:36:42+00:00" for day in (25, 26, 26)}
+    assert provenance.edition_line(store) == (
+        "**GPU edition** · measured on 1x NVIDIA H200 (140 GiB); 16-core Test Xeon, 2026-11-25 to 2026-11-26"
+    )
+    monkeypatch.setenv("STUDY_RECORDS_OF", store.provenance_id)  # the same records read on another machine
+    monkeypatch.setattr(provenance, "fingerprint", lambda: {**HARDWARE, "gpus": [], "usable_cores": 2})
+    reader = ResultStore("gpu", root=tmp_path)
+    reader.measured_at.add("2026-11-26T04:36:42+00:00")
+    assert provenance.edition_line(reader).endswith(
+        "2026-11-26 · executed from those records on 2-core Test Xeon, no GPU, measuring nothing here"
+    )
+    limits = provenance.banner(store).data
     assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL can start one rank
     assert "NCCL can start only one rank" in limits
 
@@ -156,8 +167,8 @@ def test_the_book_shows_each_chapters_gpu_edition_where_one_was_executed(tmp_pat
     assert "  - file: book/chapters/cpu/01_a\n  - file: book/chapters/gpu/02_b\n" in toc
     note = (tmp_path / "book" / "edition.md").read_text()
     assert (
-        "- **Chapter 2** (GPU edition): measured on 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`), "
-        "executed from the stored records, on 2-core Test EPYC, no GPU." in note
+        "- **Chapter 2** (GPU edition): measured on 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`) on "
+        "2026-11-26, executed from the stored records, on 2-core Test EPYC, no GPU." in note
     )
     page = (tmp_path / "book" / "provenance.md").read_text()
     assert (

@@ -62,3 +62,14 @@ def test_fewer_than_three_launches_resolve_nothing():
     assert stats.describe_speedup(uneven).endswith(", 1 and 2 launches)")
     with pytest.raises(ValueError, match="at least one launch on each side"):
         stats.launch_speedup([], [[1.0]])
+
+
+def test_an_interval_wholly_below_one_never_prints_as_touching_it():
+    """Chapter 3's ConvNet against DataParallel: slower, its interval ends at 0.997, which two decimals
+    would print as 1.00, against the book's rule that a verdict needs the interval on one side of 1."""
+    near = {"verdict": "slower", "speedup": 0.978, "low": 0.962, "high": 0.997, "launches": (3, 3)}
+    assert stats.describe_speedup(near, unit="round") == "slower, 0.978× (0.962–0.997×, 3 rounds each)"
+    unresolved = {**near, "verdict": "not resolved", "high": 1.004}
+    assert (
+        stats.describe_speedup(unresolved, unit="round") == "not resolved, 0.98× (0.96–1.00×, 3 rounds each)"
+    )

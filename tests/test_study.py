@@ -17,7 +17,7 @@ import nbformat
 import psutil
 import pytest
 
-from helpers import coverage, hardware, study
+from helpers import coverage, durations, hardware, notebook_parameters, study
 from helpers.hardware import Machine
 from helpers.processes import stop_process_tree
 from helpers.results import ResultStore
@@ -422,17 +422,17 @@ def test_parameters_are_read_with_the_python_parser(tmp_path):
     cell.metadata["tags"] = ["parameters"]
     notebook.cells = [cell]
     nbformat.write(notebook, tmp_path / "n.ipynb")
-    assert study.declared_parameters(tmp_path / "n.ipynb") == {"a", "b", "width", "c", "x", "y"}
+    assert notebook_parameters.declared_parameters(tmp_path / "n.ipynb") == {"a", "b", "width", "c", "x", "y"}
 
 
 def test_the_estimate_comes_from_the_last_fresh_run(executed_project):
-    durations = study.read_durations("smoke")[study.machine_id()]["01_tiny"]  # stores nothing: fresh
-    assert durations["fresh"] == durations["last"] and durations["last"]["reused"] == 0
+    runs = durations.read_durations("smoke")[durations.machine_id()]["01_tiny"]  # stores nothing: fresh
+    assert runs["fresh"] == runs["last"] and runs["last"]["reused"] == 0
     entries = [{"event": "reused", "kind": "step_timing"}, {"event": "measured", "kind": "training"}]
-    study.record_duration("smoke", "01_tiny", 999.0, entries)  # a resumed run: reused a record
-    seconds, fresh = study.estimate_seconds("smoke", ["01_tiny"])
-    assert fresh and seconds == durations["fresh"]["seconds"]  # not the resumed run's 999 s
-    assert study.estimate_seconds("smoke", ["02_never_ran"]) == (None, False)
+    durations.record_duration("smoke", "01_tiny", 999.0, entries)  # a resumed run: reused a record
+    seconds, fresh = durations.estimate_seconds("smoke", ["01_tiny"])
+    assert fresh and seconds == runs["fresh"]["seconds"]  # not the resumed run's 999 s
+    assert durations.estimate_seconds("smoke", ["02_never_ran"]) == (None, False)
 
 
 def test_the_injected_parameters_are_folded_away_in_the_book(executed):
@@ -484,7 +484,7 @@ def test_a_chapter_executes_from_another_machines_records_measuring_nothing(reco
     assert metadata["executed_on"] == hardware.fingerprint()
     assert metadata["measured_between"] == [record["measured_at"]] * 2
     assert len(list((root / "data" / "results" / "gpu" / "records").glob("*.json"))) == 1  # none added
-    assert "01_reader" not in study.read_durations("gpu").get(study.machine_id(), {})  # nothing timed
+    assert "01_reader" not in durations.read_durations("gpu").get(durations.machine_id(), {})  # nothing timed
     manifest = coverage.manifest_path("gpu", machine, "01_reader")
     assert json.loads(manifest.read_text())["records"] == [{"kind": "demo", "config": record["config"]}]
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from helpers import plotting
 from helpers.costmodel.configurations import BY_NAME
@@ -20,7 +20,7 @@ from helpers.costmodel.money import exact
 from helpers.costmodel.specs import GPUS
 from helpers.hardware import describe
 from helpers.models import MODELS
-from helpers.provenance import banner
+from helpers.provenance import banner, edition_line
 from helpers.results import ResultStore
 from helpers.sharding.memory import STAGES
 from helpers.worker import set_tf32
@@ -154,6 +154,15 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
 def rerun_command(chapter: str) -> str:
     """The one command that reruns ``chapter`` on the reader's own machine."""
     return f'make study STUDY_ARGS="--chapters {chapter}"'
+
+
+def finish(store: ResultStore, chapter: str) -> None:
+    """Glue what a chapter's prose names last: the command that reruns it (``rerun``) and the line under
+    its title (``edition``: ``provenance.edition_line``, once every record it shows has been read)."""
+    from myst_nb import glue
+
+    glue("rerun", rerun_command(chapter), display=False)
+    glue("edition", Markdown(edition_line(store)), display=False)  # {glue:md}: its bold is Markdown
 
 
 def glue_all(texts: dict) -> None:

@@ -104,6 +104,33 @@ def record_configs(item) -> list[dict] | None:
     return None
 
 
+def chapter_items(chapter: str, items: list) -> list:
+    """The items of ``chapter`` that run on this machine (not skipped, refused, or reused from another)."""
+    return [i for i in items if i.chapter == chapter and not (i.skipped or i.refusal or i.reused)]
+
+
+def absent_launches(items: list, store: ResultStore) -> list[tuple]:
+    """Each keyed launch item (``record_configs``) with records the store lacks: (item, the absent record
+    configurations, how many it has in all)."""
+    found = []
+    for item in items:
+        configs = record_configs(item) or []
+        if absent := [config for config in configs if store.get(config) is None]:
+            found.append((item, absent, len(configs)))
+    return found
+
+
+def missing_launch_records(chapter: str, items: list, profile: str, machine: str) -> list[str]:
+    """The records of ``chapter``'s planned launches that ``machine`` lacks, one line each (chapter, kind,
+    configuration): what a chapter without a manifest is checked for before it starts from records."""
+    store = machine_store(profile, machine)
+    return [
+        f"{chapter}: {config['kind']} {canonical_json(config)}"
+        for _, absent, _ in absent_launches(chapter_items(chapter, items), store)
+        for config in absent
+    ]
+
+
 def missing_work(chapters: list, items: list, profile: str, machine: str) -> list[dict]:
     """Per chapter of ``chapters`` (``study.Chapter``) with work missing on ``machine``: ``{"chapter",
     "missing": [lines], "seconds"}``, the estimate counting only what is missing (``items``: the plan's
@@ -118,19 +145,14 @@ def missing_work(chapters: list, items: list, profile: str, machine: str) -> lis
                 seconds = sum(item.seconds for item in items if item.chapter == chapter.name)
                 work.append({"chapter": chapter.name, "missing": lines, "seconds": seconds})
             continue
-        lines, seconds, unkeyed = [], 0.0, []
-        for item in items:
-            if item.chapter != chapter.name or item.skipped or item.refusal or item.reused:
-                continue
-            configs = record_configs(item)
-            if configs is None:
-                unkeyed.append(item.what.split(",")[0])
-                seconds += item.seconds
-                continue
-            absent = [config for config in configs if store.get(config) is None]
-            if absent:
-                lines.append(f"{chapter.name}: {item.what}: {len(absent)} of {len(configs)} launch(es)")
-                seconds += item.seconds * len(absent) / len(configs)
+        mine = chapter_items(chapter.name, items)
+        lines, seconds = [], 0.0
+        for item, absent, planned in absent_launches(mine, store):
+            lines.append(f"{chapter.name}: {item.what}: {len(absent)} of {planned} launch(es)")
+            seconds += item.seconds * len(absent) / planned
+        unkeyed = [item for item in mine if record_configs(item) is None]
+        seconds += sum(item.seconds for item in unkeyed)
+        unkeyed = [item.what.split(",")[0] for item in unkeyed]
         if unkeyed:  # counted whole: an estimate that errs long
             kinds = ", ".join(dict.fromkeys(unkeyed))
             lines.append(

@@ -2,35 +2,27 @@
 tables, the transfers' speeds and fits, the rebuild against ``torch.nn.DataParallel`` and against chapter 1's
 steps, and the sentences the chapter glues, each built from the verdict it states.
 
-``helpers.dataparallel`` measures; this module reads what it measured.
+``helpers.dataparallel`` measures; this module reads what it measured, and ``helpers.dataparallel_sharing``
+says what sharing one device does to the replicas.
 """
 
 from __future__ import annotations
 
 import math
 import mmap
+import re
+import statistics
 
 import pandas as pd
 import torch
 from torch.utils.data import TensorDataset
 
+from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
-from helpers.train import counted, milliseconds, stored_step_timing
-
-SHARED_DEVICE_NOTE = (
-    "**The replicas share one device on this machine**, so these timings measure what DataParallel's "
-    "mechanics *cost* — the copies, the threads, the extra kernel launches — not a speed-up: every replica "
-    "computes on the same cores (or the same GPU). A machine with one GPU per replica runs the same "
-    "notebook and shows the speed-up, if there is one (`gpu` profile)."
-)
-
-
-def times_as_long(ratio: float) -> str:
-    """A ratio of times to read, one form whatever its size: ``0.42× as long``, ``0.0025× as long``."""
-    return f"{ratio:.2g}× as long"
+from helpers.train import milliseconds, stored_step_timing
 
 
 def ms(seconds: float) -> str:
@@ -38,105 +30,23 @@ def ms(seconds: float) -> str:
     return significant(seconds * 1e3)
 
 
-def explain_replicas(single: dict, multi: dict, shared: bool, on_gpu: bool = False) -> str:
-    """What k replicas did to one step, from the ``time_dataparallel_steps`` results of 1 and k replicas,
-    and why: the seed's label (a "network choke" moves data longer than it computes, a "compute choke",
-    the seed's "GPU choke", the reverse), the step against one replica (``helpers.stats.speedup``), and
-    how the forward and the backward changed, which the label does not see (the optimizer's update, done
-    once whatever the replicas, would dilute a ratio of all the computing). ``shared``: the replicas share
-    one device, so each runs the whole model on the same cores, or (``on_gpu``) the same GPU."""
-    ratio = multi["communication_to_compute"]
-    kind = "network choke" if ratio >= 1 else "compute choke"
-    change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
-    one, many = single["phase_seconds"], multi["phase_seconds"]
-    replicated = (many["forward"] + many["backward"]) / (one["forward"] + one["backward"])
-    text = (
-        f"with {multi['replicas']} replicas moving data took {ms(multi['transfer_seconds'])} ms per step and "
-        f"computing {ms(multi['compute_seconds'])} ms, {times_as_long(ratio)}: a {kind} by the seed's "
-        "definition (moving longer than computing is a network choke, the reverse a compute choke, the "
-        'seed\'s "GPU choke"). The '
-        f"step against one replica: {describe_speedup(change)}. The forward took "
-        f"{many['forward'] / one['forward']:.2f}× and the backward {many['backward'] / one['backward']:.2f}× "
-        f"as long as with one replica (one replica: {ms(one['forward'])} ms forward, "
-        f"{ms(one['backward'])} ms backward)"
-    )
-    if replicated > 1 + MATTERS and shared:
-        where = "one GPU" if on_gpu else "the same cores"
-        return text + (
-            f": every replica runs the whole model on {where}, its forward reading every weight and "
-            "its backward writing a gradient of every weight, so that work is done once per replica "
-            "whatever the chunk."
-        )
-    if replicated < 1 / (1 + MATTERS) and shared:
-        busy = "the GPU busy in gaps" if on_gpu else "busy cores"
-        return text + f": the replicas' threads kept {busy} that one replica's operators left idle."
-    return text + "."
+def gpu_model(hardware: dict, device: str) -> str | None:
+    """The driver's name of the GPU that ``device`` (``cuda:i``, an index among the visible GPUs) is on
+    the machine ``hardware`` describes (``hardware.fingerprint``); None for the CPU or a GPU not listed."""
+    place = torch.device(device)
+    if place.type != "cuda":
+        return None
+    visible = hardware.get("visible_gpu_indices") or []
+    index = place.index or 0
+    physical = visible[index] if index < len(visible) else index
+    found = [gpu["name"] for gpu in hardware.get("gpus") or [] if gpu.get("index") == physical]
+    return found[0] if found else None
 
 
-def shared_replicas_sentence(
-    model: str, change: dict, replicas: int, shared: bool = True, on_gpu: bool = False
-) -> str:
-    """What ``replicas`` replicas sharing one device (its cores, or with ``on_gpu`` one GPU) did to
-    ``model``'s step against one replica (``helpers.stats.speedup``), said only as far as its verdict goes
-    (``explain_replicas`` gives the figures); with one device per replica (``shared`` False), the verdict
-    alone. Plain text."""
-    verdict = change["verdict"]
-    if not shared:
-        return f"{model} with {replicas} replicas on {replicas} devices against one replica: {verdict}"
-    idle, same, do = (
-        ("GPU time between kernels", "the same GPU", "does") if on_gpu else ("cores", "the same cores", "do")
-    )
-    if verdict == "faster":
-        return (
-            f"{model} ran faster with {replicas} replicas than with one: its operators left {idle} idle that "
-            f"the replicas' threads filled, a better use of {same}, not extra hardware, and no prediction "
-            "of GPU scaling"
-        )
-    if verdict == "slower":
-        return (
-            f"{model} ran slower with {replicas} replicas than with one: the replicas' threads share {same}, "
-            "so nothing ran in parallel that one replica's operators did not already run in parallel, and "
-            "every phase that grew with the replicas (above) added to the step"
-        )
-    if verdict == "no measurable difference":
-        return (
-            f"{model} ran as fast with {replicas} replicas as with one: the replicas' threads found no idle "
-            f"{idle} to fill, and their repeated work cost little"
-        )
-    return (
-        f"whether {model} ran faster or slower with {replicas} replicas than with one is not resolved: idle "
-        f"{idle} filled by the replicas' threads, if any, {do} not show through the spread of the steps"
-    )
-
-
-def placement_sentence(placements: dict[int, tuple[list[str], bool]]) -> str:
-    """Where the replicas of each count ran (``{count: replica_devices(...)}``), to read: ``1 replica; 2
-    and 4 replicas, all on the CPU`` or ``1 replica on GPU 0; 2 replicas on GPUs 0 and 1``."""
-
-    def device_name(name: str) -> str:
-        return "the CPU" if name == "cpu" else f"GPU {torch.device(name).index or 0}"
-
-    def listed(items: list) -> str:
-        items = [str(item) for item in items]
-        return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-    counts = sorted(placements)
-    everywhere = {device for devices, _ in placements.values() for device in devices}
-    if len(everywhere) == 1:
-        single = ["1 replica"] if 1 in counts else []
-        several = [count for count in counts if count > 1]
-        groups = single + ([f"{listed(several)} replicas"] if several else [])
-        return f"{'; '.join(groups)}, all on {device_name(everywhere.pop())}"
-    parts = []
-    for count in counts:
-        devices = list(dict.fromkeys(placements[count][0]))
-        where = (
-            device_name(devices[0])
-            if len(devices) == 1
-            else f"GPUs {listed([torch.device(device).index for device in devices])}"
-        )
-        parts.append(f"{counted(count, 'replica')} on {where}")
-    return "; ".join(parts)
+def datasheet(gpu_name: str | None) -> specs.GPU | None:
+    """The datasheet figures of a GPU as its driver names it (``costmodel.specs.GPUS``), or None."""
+    key = specs.gpu_key(gpu_name) if gpu_name else None
+    return specs.GPUS.get(key) if key else None
 
 
 def describe_seed_verdicts(table: pd.DataFrame) -> dict[str, str]:
@@ -193,8 +103,10 @@ def against_chapter_one(
     """Each one-replica record of ``records`` against chapter 1's plain training step at the same model
     and batch (``train.stored_step_timing`` with chapter 1's Adam, learning rate 1e-3, and ``settings``):
     ``table`` (to read: both spreads and ``speedup`` of the replica over chapter 1), ``verdicts`` (how
-    many comparisons gave each verdict), ``comparisons`` (per model and batch: the verdict and the
-    ratio) and ``reused`` (whether every chapter-1 record came from the store, not measured here)."""
+    many comparisons gave each verdict), ``comparisons`` (per model and batch: the verdict, the ratio with
+    its interval, and both median steps) and ``reused`` (whether every chapter-1 record came from the
+    store, not measured here). The store keys every record by its machine, so chapter 1's records are
+    this machine's whichever edition of chapter 1 a reader sees."""
     before, rows, comparisons = len(store.records("step_timing")), [], []
     for record in (r for r in records if r["result"]["replicas"] == 1):
         name, size, one = record["config"]["model"], record["config"]["batch_size"], record["result"]
@@ -203,8 +115,9 @@ def against_chapter_one(
         plain = chapter_one["result"]
         change = speedup(plain["step_seconds_all"], one["step_seconds_all"])
         comparisons.append({"model": name, "batch_size": size, "verdict": change["verdict"],
-                            "ratio": change["speedup"], "low": change["low"],
-                            "high": change["high"]})  # fmt: skip
+                            "ratio": change["speedup"], "low": change["low"], "high": change["high"],
+                            "chapter_one_seconds": statistics.median(plain["step_seconds_all"]),
+                            "replica_seconds": statistics.median(one["step_seconds_all"])})  # fmt: skip
         rows.append({"model": name, "batch size": size,
                      "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
                      "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
@@ -215,15 +128,36 @@ def against_chapter_one(
             "comparisons": comparisons, "reused": len(store.records("step_timing")) == before}  # fmt: skip
 
 
+def chapter_one_source(reused: bool) -> str:
+    """Where the chapter-1 steps of ``against_chapter_one`` come from, to follow "The chapter-1 steps are":
+    chapter 1's records of this same machine (the store keys records by machine), which need not be the
+    figures of the chapter 1 page a reader sees (another edition, from another machine), or measured here
+    when the store held none. Plain text."""
+    if reused:
+        return (
+            "chapter 1's measurements on this same machine, its records of the same configurations read "
+            "from the results store (measured when chapter 1 ran here, not measured again); they need not "
+            "be the figures on the chapter 1 page this book shows, which may be another machine's edition"
+        )
+    return (
+        "measured here with chapter 1's settings, because this run's store held no chapter-1 record for "
+        "them; the chapter 1 page this book shows may come from another run, or another machine"
+    )
+
+
 def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
     """What ``against_chapter_one`` found: how many comparisons agree within ``MATTERS`` (their whole
-    interval inside ±10 %), how many of those are still measurably apart, which differ by more, and which
-    spread too widely to tell. Up to ``most_named`` configurations are named with their ratios; more are
-    counted, for the table to show. Plain text."""
+    interval inside ±10 %), how many of those are still measurably apart, which differ by more (their whole
+    interval beyond ±10 %), which are measurably apart with an interval that reaches inside ±10 % (apart,
+    by an amount not resolved), and which spread too widely to tell. Up to ``most_named`` configurations
+    are named with their ratios; more are counted, for the table to show. Plain text."""
     comparisons = consistency["comparisons"]
-    within = [c for c in comparisons if c["low"] >= 1 / (1 + MATTERS) and c["high"] <= 1 + MATTERS]
-    beyond = [c for c in comparisons if c not in within and c["verdict"] in ("faster", "slower")]
-    unclear = [c for c in comparisons if c not in within and c not in beyond]
+    inside, outside = 1 / (1 + MATTERS), 1 + MATTERS
+    within = [c for c in comparisons if c["low"] >= inside and c["high"] <= outside]
+    beyond = [c for c in comparisons if c["high"] < inside or c["low"] > outside]
+    straddling = [c for c in comparisons if c not in within and c not in beyond
+                  and c["verdict"] in ("faster", "slower")]  # fmt: skip
+    unclear = [c for c in comparisons if c not in within and c not in beyond and c not in straddling]
     apart = [c for c in within if c["verdict"] in ("faster", "slower")]
 
     def named(found: list[dict], ratios: bool = True) -> str:
@@ -243,10 +177,73 @@ def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
         said += ": one replica costs what chapter 1's step costs" + (", within that" if apart else "")
     parts = [said]
     if beyond:
-        parts.append(f"{named(beyond)} {'differs' if len(beyond) == 1 else 'differ'} by more")
+        one = len(beyond) == 1
+        parts.append(
+            f"{named(beyond)} {'differs' if one else 'differ'} by more, {'its' if one else 'their'} whole "
+            f"interval beyond ±{MATTERS:.0%}"
+        )
+    if straddling:
+        one = len(straddling) == 1
+        parts.append(
+            f"{named(straddling)} {'is' if one else 'are'} measurably apart, but {'its' if one else 'their'} "
+            f"interval reaches inside ±{MATTERS:.0%}, so whether by more than {MATTERS:.0%} is not resolved"
+        )
     if unclear:
         parts.append(f"for {named(unclear, ratios=False)} the steps spread too widely to tell")
-    return parts[0] + ("; " + ", and ".join(parts[1:]) if len(parts) > 1 else "")
+    if len(parts) == 1:
+        return parts[0]
+    return "; ".join(parts[:-1]) + ("; and " if len(parts) > 2 else "; ") + parts[-1]
+
+
+def extra_add_seconds(model: str, reused: dict) -> float:
+    """The seconds the rebuild's extra add of every gradient into the zeroed one should take for ``model``:
+    two reads and a write of its parameter bytes, 1.5 copies at the reused-buffer speed of
+    ``copy_seconds_per_byte`` (a copy reads once and writes once)."""
+    return 1.5 * reused["seconds_per_byte"] * parameter_bytes(build_model(model))
+
+
+def gap_sentence(consistency: dict, reused: dict) -> str:
+    """Per model, how much longer one replica's step took than chapter 1's where it was measurably slower
+    (``against_chapter_one``), against what the rebuild's extra add of every gradient should cost
+    (``extra_add_seconds`` at ``reused``'s speed): its share of the gaps, and whether the records explain
+    the rest (they do not time the gathered loss or the two backward calls on their own). Plain text;
+    empty where no replica was measurably slower."""
+    said, unexplained = [], False
+    for model in dict.fromkeys(c["model"] for c in consistency["comparisons"]):
+        slower = [c for c in consistency["comparisons"] if c["model"] == model and c["verdict"] == "slower"]
+        if not slower:
+            continue
+        gaps = [c["replica_seconds"] - c["chapter_one_seconds"] for c in slower]
+        batches = sorted(c["batch_size"] for c in slower)
+        if len(batches) == 1:
+            where = f"at batch {batches[0]}"
+        elif len(batches) <= 4:
+            where = f"at batches {', '.join(map(str, batches[:-1]))} and {batches[-1]}"
+        else:
+            where = f"at {len(batches)} batches from {batches[0]} to {batches[-1]}"
+        low, high = min(gaps), max(gaps)
+        add = extra_add_seconds(model, reused)
+        span = f"{ms(low)} ms" if len(gaps) == 1 else f"{ms(low)}–{ms(high)} ms"
+        share = f"{significant(100 * add / low, 2)}% of " + ("it" if len(gaps) == 1 else "the smallest gap")
+        if add >= 0.8 * high:
+            share += ", about all of them" if len(gaps) > 1 else ", about all of it"
+        elif add < 0.5 * low:
+            share += f", so most of {'each gap' if len(gaps) > 1 else 'it'} is not explained by these records"
+            unexplained = True
+        else:
+            share += ", and the rest is not explained by these records"
+            unexplained = True
+        said.append(
+            f"{model}'s replica, measurably slower {where}, took {span} longer than chapter 1's step, and "
+            f"the extra add of its gradients should take about {ms(add)} ms at the reused copy's speed "
+            f"(section 2.5), {share}"
+        )
+    if not said:
+        return ""
+    text = "; ".join(said)
+    if unexplained:
+        text += " (they do not time the gathered loss or the two backward calls on their own)"
+    return text
 
 
 def epoch_bytes_table(names, replica_counts, sample_counts, batch_size: int) -> pd.DataFrame:
@@ -388,30 +385,58 @@ def torch_comparison(torch_records: list[dict], ours: list[dict]) -> pd.DataFram
     return pd.DataFrame(rows).set_index(["model", "replicas", "batch size"])
 
 
+def copy_method(result: dict) -> str:
+    """How a ``copy_seconds_per_byte`` result was timed, from its ``method``: ``the median of 9 copies
+    after 1 warm-up``; empty where it names none."""
+    found = re.search(r"median of ([\d,]+) copies.*after (\d+) warm-up", result.get("method", ""))
+    if not found:
+        return ""
+    return f"the median of {found[1]} copies after {found[2]} warm-up{'' if found[2] == '1' else 's'}"
+
+
 def fresh_memory_sentence(
-    fresh: dict, reused: dict, device: str = "cpu", page_bytes: int = mmap.PAGESIZE
+    fresh: dict, reused: dict, device: str = "cpu", page_bytes: int = mmap.PAGESIZE, gpu: str | None = None
 ) -> str:
     """Why a copy into a fresh buffer costs what it does against one into a reused buffer
     (``copy_seconds_per_byte`` results of the same bytes on ``device``): on a CPU, a buffer of
     ``models.MMAP_THRESHOLD_MAX`` or more gets new pages from the kernel, each faulting and zeroed on its
-    first write, and the difference per page follows; on a GPU, torch's caching allocator hands back freed
-    memory without the driver. Plain text."""
+    first write, and the difference per page follows. On a GPU, what the records are (medians of copies
+    timed on the host's clock, launch and synchronisation included, so not the memory's speed: with
+    ``gpu``, the driver's name of a GPU in ``costmodel.specs``, its datasheet bandwidth), that torch's
+    caching allocator hands back freed memory without the driver, and that the records do not split the
+    difference, whose allocation and launch on the host are a plausible cause only. Plain text."""
     speeds = (
         f"a copy of {fresh['bytes'] / MIB:,.0f} MiB took {ms(fresh['seconds'])} ms into a fresh buffer "
         f"and {ms(reused['seconds'])} ms into a reused one ({1 / fresh['seconds_per_byte'] / 1e9:.1f} "
         f"against {1 / reused['seconds_per_byte'] / 1e9:.1f} GB/s)"
     )
     if torch.device(device).type == "cuda":
-        same = max(fresh["seconds"], reused["seconds"]) <= (1 + MATTERS) * min(
+        how = copy_method(fresh)
+        sheet = datasheet(gpu)
+        memory = (
+            f"the datasheet gives {sheet.memory_bandwidth / 1e12:.1f} TB/s for the {sheet.name}; chapter 5 "
+            "lists the source"
+            if sheet
+            else "which this chapter does not measure"
+        )
+        text = (
+            f"{speeds}, {'each ' + how + ', every copy' if how else 'each copy'} timed on the host's clock "
+            "from one synchronisation of the GPU to the next: the times include launching the copy and "
+            "waiting for it, and the speeds count each byte once though a copy reads and writes it, so "
+            "neither is the speed of the "
+            f"GPU's memory ({memory}). By torch's design (not measured here), its caching allocator hands "
+            "freed GPU memory back to the next tensor without asking the driver, so no page is new to the "
+            "GPU; the fresh copy's time also holds the call to `torch.empty_like` that allocates its buffer"
+        )
+        gap = fresh["seconds"] - reused["seconds"]
+        if max(fresh["seconds"], reused["seconds"]) <= (1 + MATTERS) * min(
             fresh["seconds"], reused["seconds"]
-        )
-        apart = (
-            f"; the two differ by more than {MATTERS:.0%}, in one copy each, which no first write explains"
-        )
-        verdict = f", and the two agree within {MATTERS:.0%}" if same else apart
-        return speeds + (
-            ": torch's caching allocator hands freed GPU memory back to the next tensor without asking the "
-            "driver, so no page is new to the GPU" + verdict
+        ):
+            return text + f", and the two agree within {MATTERS:.0%}"
+        return text + (
+            f". The two differ by {ms(abs(gap))} ms, more than {MATTERS:.0%}, and the records, which time "
+            "each copy whole, do not split that difference: the allocation and the launch on the host are "
+            "a plausible cause, not a measured one"
         )
     pages = -(-fresh["bytes"] // page_bytes)
     extra = (fresh["seconds"] - reused["seconds"]) / pages
@@ -423,6 +448,29 @@ def fresh_memory_sentence(
     if fresh["seconds"] > (1 + MATTERS) * reused["seconds"]:
         return text + f", {extra * 1e6:.2f} µs more per page than the copy into reused memory"
     return text + ", and here they cost no more than reused memory"
+
+
+def copy_speeds_note(fresh: dict, reused: dict, device: str = "cpu") -> str:
+    """The plain copies' speeds for the chapter's answer (``copy_seconds_per_byte`` results on
+    ``device``), with what section 2.5 (``fresh_memory_sentence``) says of them: on a CPU, what sets
+    their difference; on a GPU, that both are host-clock times, not the memory's speed, and that the
+    records do not say what sets their difference. Plain text."""
+    speeds = (
+        f"a plain copy ran at {1 / fresh['seconds_per_byte'] / 1e9:.1f} GB/s into newly allocated memory and "
+        f"{1 / reused['seconds_per_byte'] / 1e9:.1f} GB/s into reused memory"
+    )
+    apart = max(fresh["seconds"], reused["seconds"]) > (1 + MATTERS) * min(
+        fresh["seconds"], reused["seconds"]
+    )
+    if torch.device(device).type == "cuda":
+        return speeds + (
+            ", both timed on the host's clock with the copy's launch and synchronisation, so neither is the "
+            "GPU memory's speed; section 2.5 says what the two timings hold"
+            + (", and that these records do not say what sets their difference" if apart else "")
+        )
+    if apart:
+        return speeds + "; section 2.5 says what sets that difference on this device"
+    return speeds + "; section 2.5 reads the two"
 
 
 def reduce_prediction(points: pd.DataFrame, fresh: dict, reused: dict, model: str = "LinearNet",
@@ -441,14 +489,14 @@ def reduce_prediction(points: pd.DataFrame, fresh: dict, reused: dict, model: st
         f"{predicted['broadcast parameters'] / 1e9:.1f} GB/s and the reduce (a copy into a fresh buffer, "
         "then an addition that reads two tensors and writes one) at "
         f"{predicted['reduce gradients'] / 1e9:.1f} GB/s: for {model}'s {gradient / MIB:,.1f} MiB of "
-        f"gradients, {gradient * copy_per_byte * 1e3:.1f} ms copying and {gradient * add_per_byte * 1e3:.1f} "
-        f"ms adding, {gradient * (copy_per_byte + add_per_byte) * 1e3:.1f} ms per extra replica"
+        f"gradients, {ms(gradient * copy_per_byte)} ms copying and {ms(gradient * add_per_byte)} ms adding, "
+        f"{ms(gradient * (copy_per_byte + add_per_byte))} ms per extra replica"
     )
     reduce_rows = points[(points["phases"] == "reduce gradients") & (points["model"] == model)]
     if len(reduce_rows):
-        per_replica = reduce_rows["seconds"] / (reduce_rows["replicas"] - 1) * 1e3
+        per_replica = reduce_rows["seconds"] / (reduce_rows["replicas"] - 1)
         text += (
-            f"; measured, {model}'s reduce took {per_replica.min():.1f}–{per_replica.max():.1f} ms per "
+            f"; measured, {model}'s reduce took {ms(per_replica.min())}–{ms(per_replica.max())} ms per "
             "extra replica"
         )
     speeds = phase_speeds(points, min_bytes)

@@ -6,11 +6,14 @@ the machine falls on both sides of a comparison.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from helpers import lightning_ddp
 from helpers.dataparallel import stored_dataparallel_timing
-from helpers.ddp import median_of_medians, significant, stored_ddp_run
+from helpers.ddp import median_of_medians, stored_ddp_run
+from helpers.ddp_results import describe_change, in_ms, ms, setting_text
 from helpers.stats import describe_speedup, launch_speedup
 
 
@@ -51,9 +54,9 @@ def dataparallel_against_ddp(
     """Chapter 2's DataParallel against DDP on ``ranks`` ranks with ``settings`` (the chapter's common
     DDP settings), per model: DataParallel's timing n (``time_dataparallel``) against DDP's launch n of
     the same settings, ``timings`` rounds; both are reused from the store where the chapter's rounds
-    measured them side by side. Each side's median step, and DDP's speed-up over DataParallel across the
-    rounds."""
-    rows = []
+    measured them side by side. Each side's median step in ms, and DDP's speed-up over DataParallel across
+    the rounds (the comparisons themselves, per model, in the table's ``attrs["changes"]``)."""
+    rows, changes = [], {}
     for name in models:
         parallel, distributed = [], []
         for number in range(timings):
@@ -62,18 +65,50 @@ def dataparallel_against_ddp(
                 warmup_steps=warmup_steps, seed=number)["result"]["step_seconds_all"])  # fmt: skip
             launched = stored_ddp_run(store, ranks, launch_number=number, model=name, **settings)
             distributed.append(launched["result"]["step_seconds_all"])
-        change = launch_speedup(parallel, distributed)
-        verdict = describe_speedup(change, unit="round")
+        changes[name] = launch_speedup(parallel, distributed)
+        verdict = describe_speedup(changes[name], unit="round")
         rows.append({"model": name, "replicas": ranks,
-                     "DataParallel step (s)": significant(median_of_medians(parallel)),
-                     "DDP step (s)": significant(median_of_medians(distributed)),
+                     "DataParallel step (ms)": ms(median_of_medians(parallel)),
+                     "DDP step (ms)": ms(median_of_medians(distributed)),
                      "DDP against DataParallel": verdict})  # fmt: skip
-    return pd.DataFrame(rows).set_index("model")
+    table = pd.DataFrame(rows).set_index("model")
+    table.attrs["changes"] = changes
+    return table
 
 
 def dataparallel_answer(table: pd.DataFrame) -> str:
-    """``dataparallel_against_ddp``'s verdicts in one phrase: ```LinearNet``: faster, 2.12× (…); …``."""
-    return "; ".join(f"`{model}` {row['DDP against DataParallel']}" for model, row in table.iterrows())
+    """``dataparallel_against_ddp``'s verdicts in one phrase: ```LinearNet``: faster, 2.12× (…); …``, each
+    with what a resolved difference inside ±``stats.MATTERS`` amounts to (``ddp_results.describe_change``)
+    where the table keeps its comparisons."""
+    changes = table.attrs.get("changes", {})
+    return "; ".join(
+        f"`{model}` "
+        + (
+            describe_change(changes[model], unit="round")
+            if model in changes
+            else row["DDP against DataParallel"]
+        )
+        for model, row in table.iterrows()
+    )
+
+
+def framework_table(frameworks: dict) -> pd.DataFrame:
+    """``lightning_ddp.compare``'s table as chapter 3 shows its tables: indexed by model and framework,
+    steps in ms."""
+    return in_ms(frameworks["table"]).set_index(["model", "framework"])
+
+
+def framework_note(frameworks: dict) -> str:
+    """``lightning_ddp.compare``'s note with its rank counts in the singular or plural ("1 rank", "4
+    ranks"), not "rank(s)", and one launch as "1 launch each"; the launcher's reasons it quotes are left as
+    they are."""
+    note = re.sub(r"\b(\d+) rank\(s\)", lambda m: setting_text("ranks", int(m.group(1))), frameworks["note"])
+    return re.sub(r"\b1 launches each\b", "1 launch each", note)
+
+
+def framework_title(backend: str, frameworks: dict) -> str:
+    """The Lightning figure's title: ``DDP (gloo, 1 rank): by hand, Lightning``."""
+    return f"DDP ({backend}, {setting_text('ranks', frameworks['ranks'])}): by hand, Lightning"
 
 
 def dataparallel_reading(devices: list[str], where) -> str:

@@ -15,9 +15,9 @@ import pandas as pd
 
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel.configurations import CONFIGURATIONS
-from helpers.costmodel.specs import LINKS, gpu_key
+from helpers.costmodel.specs import LINKS, NVLINK_ALPHA, PCIE_ALPHA, PCIE_MEASURED_FRACTION, gpu_key
 from helpers.ddp import launch_steps, matching, median_of_medians, significant
-from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, listed, ms
+from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, backend_changes, describe_change, listed, ms
 
 
 @dataclass(frozen=True)
@@ -129,10 +129,11 @@ def backend_statements(
             why = "not among the backends this run was asked to compare"
         else:
             limit = f" ({_refusal(refused.iloc[0]['reason'], where)})" if len(refused) else ""
+            gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
+            most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
             why = (
-                f"on this machine it can start only {_ranks(can)}{limit}, and this chapter launches a single "
-                f"rank only on {where.name}, the backend that runs its most ranks: no {name} run is among "
-                "these records"
+                f"with {gpus} it can start only {most}{limit}; the chapter's one-rank baseline runs on "
+                f"{where.name}, the backend that runs its most ranks, so no {name} run is among these records"
             )
         missing.append((name, why))
     return measured, missing
@@ -147,15 +148,75 @@ def measured_statement(
     return " ".join(parts + [f"**Not measured here: {name}** — {why}." for name, why in missing])
 
 
-def backends_answer(
+def backends_headline(runs: dict[str, list[tuple[dict, dict]]]) -> str:
+    """The answer to the chapter title's question, in a few words: "compared on 4 ranks, a GPU each" where
+    NCCL and Gloo both ran the same rank count (``ddp_results.backend_changes``), "not compared on this
+    machine" otherwise."""
+    changes = backend_changes(runs["scaling"])
+    if not changes:
+        return "not compared on this machine"
+    ranks = max(k for _, k in changes)
+    return f"compared on {ranks} ranks"
+
+
+def _why_not_compared(
     runs: dict[str, list[tuple[dict, dict]]], plan: pd.DataFrame, backends: list[str], where: Placement
 ) -> str:
-    """``backend_statements`` as the answer box says them: "Gloo measured with …. NCCL not measured: …"."""
-    measured, missing = backend_statements(runs, plan, backends, where)
-    return " ".join(
-        [f"{name} measured {words}." for name, words in measured]
-        + [f"{name} not measured: {why}." for name, why in missing]
+    """Why NCCL and Gloo were not compared here, in one clause, from the plan and the records."""
+    ran = {record["config"]["backend"] for pairs in runs.values() for _, record in pairs}
+    names = listed(BACKEND_NAMES.get(b, b) for b in sorted(ran))
+    nccl = plan[plan["backend"] == "nccl"]
+    can = sorted(int(k) for k in nccl.query("runs")["ranks"])
+    if "nccl" in ran:
+        return f"Gloo ran no rank count that NCCL ran, more than one, so the runs here are {names}'s"
+    if not can:
+        reason = nccl.query("not runs")["reason"].iloc[0] if len(nccl) else ""
+        if reason.startswith("NCCL only moves CUDA tensors"):
+            has = "this machine has no GPU" if where.gpus == 0 else "this run uses CPU tensors"
+            return f"NCCL needs CUDA tensors and {has}, so every run here is {names}"
+        return f"NCCL cannot start here ({reason.split(' (')[0]}), so every run here is {names}"
+    if "nccl" not in backends:
+        return f"NCCL was not among the backends this run was asked to compare, so every run here is {names}"
+    gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
+    most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
+    return (
+        f"With {gpus} NCCL cannot start more than {most} (it needs a GPU per rank), so every run here is "
+        f"{names}"
     )
+
+
+def backends_answer(
+    runs: dict[str, list[tuple[dict, dict]]],
+    plan: pd.DataFrame,
+    backends: list[str],
+    where: Placement,
+    largest: list[dict],
+) -> str:
+    """What follows ``backends_headline`` in the answer box. Where NCCL and Gloo ran the same ranks, NCCL's
+    speed-up over Gloo per model. Otherwise why they were not compared (the plan's refusal, the backends
+    asked for, or one GPU), then, where 3.4 predicts it (``largest_launches``' ``nccl``), NCCL's all-reduce
+    of the largest model's gradients on GPUs of their own, its band over chapter 5's bus bandwidths,
+    beside the all-reduce measured here."""
+    changes = backend_changes(runs["scaling"])
+    if changes:
+        ranks = max(k for _, k in changes)
+        verdicts = "; ".join(
+            f"`{model}` {describe_change(change)}" for (model, k), change in changes.items() if k == ranks
+        )
+        return f"NCCL's speed-up over Gloo, a GPU per rank (3.4): {verdicts}."
+    said = _why_not_compared(runs, plan, backends, where) + "."
+    predicted = [row for row in largest if row["nccl"]]
+    if predicted:
+        row = max(predicted, key=lambda r: r["bytes"])
+        nccl = row["nccl"]
+        said += (
+            f" On {where.ranks} {_gpus_joined(nccl)}, NCCL is predicted to all-reduce `{row['model']}`'s "
+            f"gradients in about {_about(nccl['seconds'])} ms ({_band(nccl)} ms over chapter 5's range of "
+            f"bus bandwidths for the link); {where.name} took {ms(row['allreduce'])} ms here (3.4)."
+        )
+    elif where.gpu_name is None:
+        said += " Chapter 5 predicts NCCL on GPUs for rent."
+    return said
 
 
 def plain_step_seconds(
@@ -243,35 +304,101 @@ def one_rank_sentence(rows: list[dict]) -> str:
                 f"{'steps are' if many else 'step is'} the all-reduce, {how}"
             )
         sentences.append(
-            f"{said} (one process: chapter 1's timing of the same model, batch of {first['batch']}, "
-            f"optimizer and threads on {on})."
+            f"{said}. The process without DDP is chapter 1's step timing of the same model, batch of "
+            f"{first['batch']}, optimizer and threads on {on}, measured on this same machine and read from "
+            "its records: the chapter 1 page this book shows may be another machine's edition."
         )
     if untimed:
         sentences.append(
-            f"Chapter 1 timed no process without DDP of {listed(untimed)} at a batch of {first['batch']} on "
-            f"{first['device']} into this results folder, so one rank has nothing beside it here."
+            f"This machine's records hold no chapter 1 timing of a process without DDP of {listed(untimed)} "
+            f"at a batch of {first['batch']} on {first['device']}, so one rank has nothing beside it here."
         )
     return " ".join(sentences)
+
+
+# Where chapter 5's link figures come from, compactly, one level of parentheses: the bus bandwidth
+# (nccl-tests' busbw) per link as (what it is, citation, what follows the citation), and α per ring step by
+# the figure it divides (``specs.NVLINK_ALPHA``, ``specs.PCIE_ALPHA``) as (what it is, citation). Dates are
+# the measurements' (``specs.LINKS``' dates of the measured links; the α comment of ``specs``).
+_H100_BUSBW = ("measured on 8 H100 SXM", f"nccl-tests issue 212, {LINKS['NVLink 4 (H100 SXM)'].date}", "")
+_PCIE_BUSBW = (
+    f"{PCIE_MEASURED_FRACTION * 100:.0f} % of the link's peak, the share measured on 8 RTX 5090s",
+    f"NCCL issue 1639, {LINKS['PCIe 5.0 x16'].date}", "",
+)  # fmt: skip
+BUSBW_SOURCES = {
+    "NVLink 4 (H200 SXM)": (
+        *_H100_BUSBW[:2], ", whose NVLink 4 and NVSwitch the H200 SXM shares: no H200 figure is published",
+    ),
+    "NVLink 4 (H100 SXM)": _H100_BUSBW,
+    "NVLink 3 (A100 SXM)": (
+        "measured on 8 A100 80 GB", f"nccl-tests issue 149, {LINKS['NVLink 3 (A100 SXM)'].date}", "",
+    ),
+    "NVLink 2 (V100 SXM2)": ("67 % of the link's peak, the share measured on A100s", None, ": an assumption"),
+    "PCIe 3.0 x16, host bridge": _PCIE_BUSBW,
+    "PCIe 4.0 x16": _PCIE_BUSBW,
+    "PCIe 5.0 x16": _PCIE_BUSBW,
+}  # fmt: skip
+ALPHA_SOURCES = {
+    NVLINK_ALPHA: (
+        f"a DGX-A100's one-channel ring all-reduce of 8 A100s, {NVLINK_ALPHA * 14e6:.1f} µs, over its 14 "
+        "ring steps", "nccl-tests issue 123, 2022-12-14",
+    ),
+    PCIE_ALPHA: (
+        f"an 8-byte all-reduce on 8 RTX 4090s over PCIe, {PCIE_ALPHA * 14e6:.2f} µs, over its 14 ring steps",
+        "NCCL issue 1530",
+    ),
+}  # fmt: skip
+
+
+def _cited(what: str, citation: str | None, after: str = "") -> str:
+    return (f"{what} ({citation})" if citation else what) + after
 
 
 def nccl_prediction(bucket_bytes: list[int], ranks: int, gpu_name: str | None) -> dict | None:
     """What NCCL's ring all-reduce of these buckets, one after the other, is predicted to take on ``ranks``
     GPUs of the kind named ``gpu_name``, each rank with its own, joined by the link that GPU is sold with
-    (chapter 5's ``specs.LINKS``: nccl-tests' all-reduce bus bandwidth and a ring step's latency α): the α-β
-    ring of ``collectives.model`` with β = 1/busbw. None where chapter 5's tables have no such GPU on a
-    link."""
+    (the first of chapter 5's ``CONFIGURATIONS`` with that GPU on a link; ``specs.LINKS``: nccl-tests' all-
+    reduce bus bandwidth, with its low and high ends, and a ring step's latency α): the α-β ring of
+    ``collectives.model`` with β = 1/busbw, centrally (``seconds``) and over the busbw range with α fixed
+    (``low_seconds`` at the high busbw, ``high_seconds`` at the low). None where chapter 5's tables have no
+    such GPU on a link."""
     key = gpu_key(gpu_name) if gpu_name else None
-    link = next((c.link for c in CONFIGURATIONS if c.gpu == key and c.link), None)
-    if link is None:
+    configuration = next((c for c in CONFIGURATIONS if c.gpu == key and c.link), None)
+    if configuration is None:
         return None
-    spec = LINKS[link]
-    seconds = sum(
-        ring_all_reduce_seconds(nbytes, ranks, spec.alpha_seconds, 1 / spec.bus_bandwidth)
-        for nbytes in bucket_bytes
-    )
-    return {"seconds": seconds, "bytes": sum(bucket_bytes), "link": spec.name, "gpu": key,
-            "bus_bandwidth": spec.bus_bandwidth, "alpha_seconds": spec.alpha_seconds,
-            "source": f"{spec.basis}; {spec.source}, {spec.date}"}  # fmt: skip
+    spec = LINKS[configuration.link]
+
+    def seconds(bus_bandwidth: float) -> float:
+        return sum(
+            ring_all_reduce_seconds(nbytes, ranks, spec.alpha_seconds, 1 / bus_bandwidth)
+            for nbytes in bucket_bytes
+        )
+
+    busbw, alpha = BUSBW_SOURCES.get(spec.name), ALPHA_SOURCES.get(spec.alpha_seconds)
+    return {"seconds": seconds(spec.bus_bandwidth), "low_seconds": seconds(spec.bus_bandwidth_high),
+            "high_seconds": seconds(spec.bus_bandwidth_low), "bytes": sum(bucket_bytes), "link": spec.name,
+            "family": spec.name.split(" (")[0], "gpu": key, "configuration": configuration.name,
+            "switched": "NVSwitch" in configuration.note, "bus_bandwidth": spec.bus_bandwidth,
+            "bus_low": spec.bus_bandwidth_low, "bus_high": spec.bus_bandwidth_high,
+            "alpha_seconds": spec.alpha_seconds,
+            "busbw_source": _cited(*busbw) if busbw else _cited(spec.basis, spec.date),
+            "alpha_source": _cited(*alpha) if alpha else "chapter 5's link table"}  # fmt: skip
+
+
+def _about(seconds: float) -> str:
+    """A predicted time in ms to two significant digits: a central estimate, not a measurement."""
+    return significant(seconds * 1e3, 2)
+
+
+def _band(prediction: dict) -> str:
+    return f"{_about(prediction['low_seconds'])}–{_about(prediction['high_seconds'])}"
+
+
+def _gpus_joined(prediction: dict) -> str:
+    """``H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch``: what the prediction
+    assumes the GPUs and their link are."""
+    how = f"{prediction['family']} through an NVSwitch" if prediction["switched"] else prediction["family"]
+    return f"{prediction['gpu']} GPUs of their own, joined by {how}"
 
 
 def largest_launches(runs: list[tuple[dict, dict]], where: Placement) -> list[dict]:
@@ -296,8 +423,8 @@ def _allreduce_shares(rows: list[dict]) -> str:
 def ranks_reading(rows: list[dict], where: Placement) -> str:
     """What the k ranks against one measure on this machine, for the answer beside the verdicts: on a CPU
     how DDP's machinery uses the shared cores; on one shared GPU, Gloo ranks taking turns on it with every
-    bucket staged through host memory, the all-reduce's share of each step (``largest_launches``) and NCCL's
-    predicted all-reduce on GPUs of their own; a GPU per rank otherwise."""
+    bucket staged through host memory and the all-reduce's share of each step (``largest_launches``); a
+    GPU per rank otherwise. (NCCL's predicted all-reduce is said once, in ``backends_answer``.)"""
     if where.device == "cpu":
         return (
             f"The ranks share the same {where.cores} cores: this measures how DDP's machinery uses them, not "
@@ -305,12 +432,6 @@ def ranks_reading(rows: list[dict], where: Placement) -> str:
         )
     staged = ", every bucket staged through host memory" if where.staged else ""
     said = f"the all-reduce is {_allreduce_shares(rows)}" if rows else ""
-    predicted = [r["nccl"] for r in rows if r["nccl"]]
-    if predicted:
-        said += (
-            f", where NCCL on {where.ranks} GPUs of their own is predicted to take about "
-            f"{listed(ms(p['seconds']) for p in predicted)} ms ({predicted[0]['link']}; 3.4 says how)"
-        )
     if where.shares_gpu:
         return (
             f"These are {where.ranks} {where.name} ranks taking turns on {where.shared}{staged}: {said}. "
@@ -320,8 +441,9 @@ def ranks_reading(rows: list[dict], where: Placement) -> str:
 
 
 def nccl_reading(rows: list[dict], where: Placement) -> str:
-    """NCCL's predicted all-reduce (``nccl_prediction``) beside the one measured here, with the formula, its
-    inputs and the source chapter 5's link table gives for them; or why there is none."""
+    """NCCL's predicted all-reduce (``nccl_prediction``) beside the one measured here: what it assumes of
+    the GPUs and their link, central figures and their band over the link's bus bandwidths, the formula and
+    its inputs with their sources, compactly; or why there is none."""
     predicted = [r for r in rows if r["nccl"]]
     if not predicted:
         if where.gpu_name is None:
@@ -331,15 +453,20 @@ def nccl_reading(rows: list[dict], where: Placement) -> str:
         )
     link = predicted[0]["nccl"]
     sizes = listed(f"`{r['model']}`'s {r['bytes']:,} bytes" for r in predicted)
-    times = listed(ms(r["nccl"]["seconds"]) for r in predicted)
+    times = listed(_about(r["nccl"]["seconds"]) for r in predicted)
+    bands = listed(_band(r["nccl"]) for r in predicted)
     how = f" on {where.shared}" if where.shares_gpu else ""
+    assumed = "SXM boards" if " SXM" in link["gpu"] else "GPUs"
+    as_in = f", as in an {link['configuration']}" if link["configuration"].startswith("AWS") else ""
     return (
-        f"On {where.ranks} {link['gpu']} GPUs of their own, joined by {link['link']}, NCCL's ring all-reduce "
-        f"of {sizes} is predicted to take {times} ms, against {_allreduce_shares(predicted)} that "
-        f"{where.name} took here{how}: the α-β ring 2(k−1)(α + nβ/k) with k = {where.ranks}, α = "
-        f"{significant(link['alpha_seconds'] * 1e6)} µs per ring step and 1/β = "
-        f"{significant(link['bus_bandwidth'] / 1e9)} GB/s, nccl-tests' all-reduce bus bandwidth (chapter 5's "
-        f"link table: {link['source']})."
+        f"On {where.ranks} {_gpus_joined(link)} (this assumes {assumed} so joined{as_in}), NCCL's ring "
+        f"all-reduce of {sizes} is predicted to take about {times} ms, against "
+        f"{_allreduce_shares(predicted)} that {where.name} took here{how}. The prediction is the α-β ring "
+        f"2(k−1)(α + nβ/k) with k = {where.ranks}. Its 1/β is nccl-tests' bus bandwidth (busbw) for the "
+        f"link, {significant(link['bus_bandwidth'] / 1e9)} GB/s, {link['busbw_source']}. Its α, "
+        f"{significant(link['alpha_seconds'] * 1e6)} µs per ring step, is {link['alpha_source']}. Over "
+        f"chapter 5's busbw range for this link, {significant(link['bus_low'] / 1e9)}–"
+        f"{significant(link['bus_high'] / 1e9)} GB/s, with α fixed, the predictions span {bands} ms."
     )
 
 

@@ -33,13 +33,28 @@ def edition_name(profile: str) -> str:
 
 
 def banner(store: ResultStore) -> Markdown:
-    """What a chapter opens with: its edition (the profile, results run, of its outputs), the hardware that
-    measured them, whether this copy was executed from stored records elsewhere, and what measurements on
-    that hardware can and cannot show (``can_and_cannot``)."""
-    line = f"**{edition_name(store.folder.name)}** · **measured on** {describe(store.hardware)}"
+    """What the chapter's setup cell shows: what measurements on its hardware can and cannot show
+    (``can_and_cannot``); the edition line above the answer is ``edition_line``, glued at the end."""
+    return Markdown(f"> {can_and_cannot(store.hardware)}")
+
+
+def days(stamps) -> str:
+    """ISO times as the day, or the first and last day, they fall on ("2026-11-25 to 2026-11-26")."""
+    found = sorted({stamp[:10] for stamp in stamps})
+    if not found:
+        return "no day recorded"
+    return found[0] if len(found) == 1 else f"{found[0]} to {found[-1]}"
+
+
+def edition_line(store: ResultStore) -> str:
+    """The line every chapter opens with, under its title: its edition, the machine that measured what it
+    shows and on which days (the records it read), and, for a page executed from those records elsewhere,
+    where it was executed."""
+    line = (f"**{edition_name(store.folder.name)}** · measured on {describe(store.hardware)}, "
+            f"{days(store.measured_at)}")  # fmt: skip
     if store.records_of:
-        line += f" · executed from its stored records on {describe(fingerprint())}, measuring nothing"
-    return Markdown(f"{line}\n\n> {can_and_cannot(store.hardware)}")
+        line += f" · executed from those records on {describe(fingerprint())}, measuring nothing here"
+    return line
 
 
 def toc_chapters() -> list[Path]:
@@ -241,20 +256,36 @@ def edition_note() -> str:
         if not hardware:
             continue
         machines.setdefault(identifier, hardware)
-        label = (identifier, edition_name(study.get("profile", "?")), executed_where(study))
+        label = (
+            identifier,
+            edition_name(study.get("profile", "?")),
+            executed_where(study),
+            measured_when(study),
+        )
         groups.setdefault(label, []).append(int(path.stem[:2]))
         fifth = identifier if path.stem.startswith("05_") else fifth
     if not machines:
         return "```{note}\nNo chapter of this edition has been executed yet.\n```\n"
     lines = ["```{note}"]
-    for (identifier, edition, where), numbers in sorted(groups.items(), key=lambda group: min(group[1])):
+    for (identifier, edition, where, when), numbers in sorted(
+        groups.items(), key=lambda group: min(group[1])
+    ):
         named = f"{describe(machines[identifier])} (`{identifier}`)"
-        lines.append(f"- **{chapter_list(numbers)}** ({edition}): measured on {named}, executed {where}.")
-    lines += ["", *[f"- *{describe(h)}*: {can_and_cannot(h)}" for h in machines.values()], ""]
+        on = "" if when == "—" else f" on {when}"
+        lines.append(f"- **{chapter_list(numbers)}** ({edition}): measured on {named}{on}, executed {where}.")
+    said: dict[str, list[str]] = {}  # machines that can show the same, named together
+    for hardware in machines.values():
+        said.setdefault(can_and_cannot(hardware), []).append(describe(hardware))
+    lines += ["", *[f"- *{'; '.join(names)}*: {text}" for text, names in said.items()], ""]
     shown = {fifth} if fifth else set()
     gpus = {i: entry for i, entry in quoted_machines(shown).items() if entry["hardware"].get("gpus")}
     if gpus and fifth:
-        named = "; ".join(f"`{i}`, {describe(entry['hardware'])}" for i, entry in gpus.items())
+        named = "; ".join(
+            f"the {describe(entry['hardware'])} of "
+            + chapter_list([n for (i, *_), ns in groups.items() if i == identifier for n in ns]).lower()
+            if identifier in machines else f"`{identifier}`, {describe(entry['hardware'])}"
+            for identifier, entry in gpus.items()
+        )  # fmt: skip
         lines += [f"Chapter 5 also reads single-GPU steps measured on another machine ({named}): it checks "
                   "its roofline against them, and for that GPU they replace the roofline in its predictions.",
                   ""]  # fmt: skip

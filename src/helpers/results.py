@@ -147,6 +147,7 @@ class ResultStore:
             self.hardware = hardware or fingerprint()
             self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
         self.fixed_code = code  # tests pin a code version; otherwise each kind's (helpers.measurements)
+        self.measured_at: set[str] = set()  # when each record this store has handed out was measured
 
     def code_version(self, kind: str) -> str:
         """The code version a record of ``kind`` gets (and must still have to be reused)."""
@@ -213,6 +214,7 @@ class ResultStore:
         canonical_json(config)  # refuse unserialisable configs before any work
         if record := self.get(config):
             self._log("reused", record)
+            self.measured_at.add(record["measured_at"])
             return record
         if self.records_of:
             chapter = os.environ.get(CHAPTER_VARIABLE, "this chapter")
@@ -243,6 +245,7 @@ class ResultStore:
         self._write_provenance()
         write_json_atomically(self.path(config), record)
         self._log("measured", record)
+        self.measured_at.add(record["measured_at"])
         return record
 
     def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:

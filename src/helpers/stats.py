@@ -118,7 +118,14 @@ def plural(count: int, noun: str) -> str:
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
     (0.74–1.90×, 3 launches each)``; one phrase, no nested parentheses, to sit in a sentence. ``unit`` names
-    what was repeated, in the singular (an independent launch, a round of measurements)."""
+    what was repeated, in the singular (an independent launch, a round of measurements). An interval wholly
+    on one side of 1 gets the decimals it needs not to print as touching 1 (0.962–0.997×, not 0.96–1.00×)."""
+    if result["verdict"] in ("faster", "slower"):
+        while digits < 4 and any(
+            bound != 1 and f"{bound:.{digits}f}" == f"{1:.{digits}f}"
+            for bound in (result["low"], result["high"])
+        ):
+            digits += 1
     interval = f"{result['low']:.{digits}f}–{result['high']:.{digits}f}×"
     launches = result.get("launches")
     if launches:

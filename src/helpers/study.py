@@ -29,12 +29,10 @@ fit a short GPU rental.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import dataclasses
 import fcntl
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -48,8 +46,15 @@ import nbformat
 import pandas as pd
 import yaml
 
-from helpers.coverage import describe_missing, missing_records, missing_work, write_manifest
-from helpers.dependencies import code_version, imported_helpers
+from helpers.coverage import (
+    describe_missing,
+    missing_launch_records,
+    missing_records,
+    missing_work,
+    write_manifest,
+)
+from helpers.dependencies import code_version
+from helpers.durations import estimate_seconds, machine_id, read_ledger, record_duration
 from helpers.hardware import (
     RECORDS_OF,
     Machine,
@@ -60,6 +65,7 @@ from helpers.hardware import (
     machine_from_arguments,
     stored_fingerprint,
 )
+from helpers.notebook_parameters import declared_parameters, notebook_defaults, notebook_helpers
 from helpers.paths import project_root, results_dir
 from helpers.processes import stop_process_tree
 from helpers.provenance import publish
@@ -70,9 +76,6 @@ from helpers.results import (
     ResultStore,
     canonical_json,
     now,
-    read_json,
-    short_hash,
-    write_json_atomically,
 )
 
 PROFILES = ("smoke", "cpu", "gpu")
@@ -105,18 +108,6 @@ def records_digest(run: str, kinds: list[str] | None, all_machines: bool = False
             if all_machines or record["kind"] in kinds:
                 digest.update(f"{record['key']} {record['measured_at']}".encode())
     return digest.hexdigest()[:16]
-
-
-def notebook_helpers(source: Path) -> frozenset[str]:
-    """The helper modules a notebook's code cells import (their closure is what it runs)."""
-    notebook = nbformat.read(source, as_version=4)
-    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    return frozenset(imported_helpers(code)) or frozenset({"helpers"})
-
-
-def machine_id() -> str:
-    """The provenance id of this machine (the hash of its hardware fingerprint)."""
-    return short_hash(fingerprint())
 
 
 @dataclass(frozen=True)
@@ -182,90 +173,6 @@ def resolve_profile(name: str, machine: Machine | None = None) -> str:
     if name == "gpu" and not gpus:
         raise ValueError("profile 'gpu' needs CUDA devices, and none is visible; use 'cpu' or 'smoke'")
     return name
-
-
-def _assignments(source: Path):
-    """(target, value) nodes of a notebook's ``parameters`` cell: plain, tuple and annotated assignments."""
-    notebook = nbformat.read(source, as_version=4)
-    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-    for statement in ast.parse(cell.source).body:
-        if isinstance(statement, ast.Assign):
-            yield from ((target, statement.value) for target in statement.targets)
-        elif isinstance(statement, ast.AnnAssign):
-            yield statement.target, statement.value
-
-
-def declared_parameters(source: Path) -> set[str]:
-    """Names a notebook's ``parameters`` cell assigns: plain, tuple (``a, b = …``) and annotated names."""
-    return {
-        node.id
-        for target, _ in _assignments(source)
-        for node in ast.walk(target)
-        if isinstance(node, ast.Name)
-    }
-
-
-def notebook_defaults(source: Path) -> dict:
-    """The values a notebook's ``parameters`` cell assigns (what the smoke profile runs): the cell is
-    executed on its own, as papermill's kernel would before the injected parameters."""
-    notebook = nbformat.read(source, as_version=4)
-    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-    namespace: dict = {}
-    exec(compile(cell.source, f"{source.name} parameters", "exec"), namespace)  # the study's own notebooks
-    return {name: namespace[name] for name in declared_parameters(source)}
-
-
-def durations_path(profile: str) -> Path:
-    """``data/results/<profile>/durations.json``: each chapter's last runs per machine."""
-    return results_dir() / profile / "durations.json"
-
-
-def read_durations(profile: str) -> dict:
-    """Per machine id, per chapter: the last run and the last fresh run (seconds, records measured/reused)."""
-    path = durations_path(profile)
-    return (read_json(path) or {}) if path.exists() else {}
-
-
-def read_ledger(ledger: Path) -> list[dict]:
-    """What each of a chapter's measurements did, in order: ``{"event", "kind", "config", "measured_at"}``
-    (``results.ResultStore._log``)."""
-    text = ledger.read_text() if ledger.exists() else ""
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def record_duration(profile: str, chapter: str, seconds: float, entries: list[dict]) -> dict:
-    """Keep this run of ``chapter`` in the durations file: as its last run and, when it reused no record
-    (``entries``: its ledger), as its last fresh one."""
-    events = [entry["event"] for entry in entries]
-    run = {
-        "seconds": round(seconds, 1),
-        "measured": events.count("measured"),
-        "reused": events.count("reused"),
-        "finished_at": now(),
-    }
-    durations = read_durations(profile)
-    entry = durations.setdefault(machine_id(), {}).setdefault(chapter, {})
-    entry["last"] = run
-    if run["reused"] == 0:
-        entry["fresh"] = run
-    write_json_atomically(durations_path(profile), durations)
-    return run
-
-
-def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, bool]:
-    """Seconds the ``chapters`` took when last measured fresh on this machine, and whether every one of
-    them has such a run (otherwise the last runs' durations fill in, and the estimate is a lower bound)."""
-    known = read_durations(profile).get(machine_id(), {})
-    total, fresh = 0.0, True
-    for name in chapters:
-        runs = known.get(name, {})
-        if "fresh" in runs:
-            total += runs["fresh"]["seconds"]
-        elif "last" in runs:
-            total, fresh = total + runs["last"]["seconds"], False
-        else:
-            return None, False
-    return total, fresh
 
 
 def plan(
@@ -474,8 +381,8 @@ def from_records(
     profile: str, names: list[str] | None, gpus: int | None, records_of: str
 ) -> tuple[str, list[Chapter]]:
     """The profile and chapters to execute from machine ``records_of``'s records (as that machine: its GPUs
-    count), refused with every missing record a manifest for the same parameters names, before anything
-    starts."""
+    count), refused before anything starts with every missing record that a manifest for the same
+    parameters names, or, for a chapter without one, that its planned launches name."""
     recorded = stored_fingerprint(records_of)
     profile = resolve_profile(profile, Machine.from_fingerprint(recorded))
     if not (results_dir() / profile / "provenance" / f"{records_of}.json").exists():
@@ -484,11 +391,15 @@ def from_records(
         dataclasses.replace(chapter, records_of=records_of)
         for chapter in plan(profile, names, gpus=gpus, machine=Machine.from_fingerprint(recorded))
     ]
-    missing = [
-        line
-        for chapter in chapters
-        for line in missing_records(chapter.name, chapter.parameters, profile, records_of) or []
-    ]
+    from helpers.chapter_plans import CHAPTERS
+
+    missing = []
+    for chapter in chapters:
+        lines = missing_records(chapter.name, chapter.parameters, profile, records_of)
+        if lines is None and chapter.name in CHAPTERS:  # never finished so: its launches, keyed by the plan
+            items = planned_items(profile, [chapter.name], Machine.from_fingerprint(recorded), gpus)
+            lines = missing_launch_records(chapter.name, items, profile, records_of)
+        missing += lines or []
     if missing:
         lines = "\n".join(missing)
         raise ValueError(f"machine {records_of} lacks records the chapters need (nothing started):\n{lines}")

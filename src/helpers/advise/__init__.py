@@ -5,6 +5,7 @@
 - ``measure``: this machine's own step times and all-reduce, in place of assumptions (``--measure``);
 - ``validate``: real DDP launches here, against the prediction (``--validate K``);
 - ``report``: the terminal table, the JSON with every number's source, the figure;
+- ``held_out``: chapter 7's test on models the time model never saw, in words;
 - ``examples``: two models chapter 7 tests the advice on, which the time model never saw.
 
 ``python -m helpers.advise MODEL --input-shape ... --batch ...`` runs it (``helpers.advise.__main__``).

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from helpers.advise import counting, measure, predict, report, validate
+from helpers.advise import counting, held_out, measure, predict, report, validate
 from helpers.models import MODELS
 from helpers.results import ResultStore
 
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     print(report.render(advice, shown))
     if validation is not None:
         print("\nDDP here, predicted (from the single-device measurements) against measured:")
-        print(report.text_table(validate.validation_view(validation)))
+        print(report.text_table(held_out.validation_view(validation)))
     if args.json:
         report.write_json(args.json, advice, measured_steps, validation)
     if args.figure:

@@ -1,6 +1,7 @@
 """What each machine that can be rented would do with a counted model (chapter 7), by chapter 5's roofline
 and chapter 6's sharding arithmetic: per machine, the step with DataParallel, DDP and ZeRO-1..3, the memory
-per device, the largest batch that fits, the two conditions on the per-GPU batch, the speed-up, the cost
+per device, the largest batch that fits, the two conditions on the per-GPU batch (whether DDP's buckets let
+the all-reduce hide behind backward at all, and from which batch), the speed-up, the cost
 multiplier and the dollars and hours per epoch, each a band over the inputs chapter 5 is unsure of, with
 a verdict only where the whole band agrees; and the usual reasons multi-GPU training is slower than one
 GPU, each with the number behind it for this model.
@@ -170,9 +171,50 @@ def samples(count: int) -> str:
     return f"{count} sample" + ("s" if count != 1 else "")
 
 
+def short_time(seconds: float) -> str:
+    """Seconds in µs below a millisecond, else in ms, three significant digits: "41.2 µs", "1.39 ms"."""
+    return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
+
+
+def time_band(central: float, low: float, high: float) -> str:
+    """A band of seconds in one unit, µs unless its top reaches a millisecond: "35.3 (34.9–35.9) µs"."""
+    scale, unit = (1e6, "µs") if high < 1e-3 else (1e3, "ms")
+    return f"{central * scale:.3g} ({low * scale:.3g}–{high * scale:.3g}) {unit}"
+
+
+def mebibytes(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB"
+
+
+def one_bucket(gradient: float) -> str:
+    """ "fit one DDP bucket", with the cap that makes it one where DDP's smaller first bucket (the cap left
+    unset: 1 MiB) would not hold them all."""
+    if gradient <= recommend.DEFAULT_FIRST_BUCKET_MB * 2**20:
+        return "fit one DDP bucket"
+    return f"fit one DDP bucket at bucket_cap_mb={recommend.BUCKET_CAP_MB:g}"
+
+
+def all_reduce_words(cond: pd.Series, per_gpu: int) -> str:
+    """Where the all-reduce of one machine's ``condition_table`` row stands at ``per_gpu`` samples per GPU:
+    after backward for a model whose gradients fit one DDP bucket (nothing overlaps, at any batch), with
+    its predicted time; else hidden from b* but for its last bucket, or not hidden below b*."""
+    tail = time_band(cond["tail_seconds"], cond["tail_seconds_low"], cond["tail_seconds_high"])
+    if int(cond["buckets"]) == 1:
+        return (f"its {mebibytes(cond['gradient_bytes'])} of gradients {one_bucket(cond['gradient_bytes'])}, "
+                f"so the all-reduce comes after backward, never hidden: {tail} a step")  # fmt: skip
+    hide = cond["hide"]
+    if np.isinf(hide):
+        return "the all-reduce is never hidden behind backward at the central values"
+    if per_gpu < hide:
+        return f"the all-reduce is not hidden below {int(hide)} per GPU (this batch gives {per_gpu})"
+    return (f"the all-reduce hides behind backward from {samples(int(hide))} per GPU but for its last "
+            f"bucket ({mebibytes(cond['last_bucket_bytes'])}), whose {tail} follow backward")  # fmt: skip
+
+
 def verdict_sentences(summary: pd.DataFrame, conditions: pd.DataFrame, global_batch: int) -> list[str]:
     """One sentence per multi-GPU machine: speed-up and cost multiplier with their bands, the verdicts that
-    hold over the band, and where the all-reduce stops being hidden."""
+    hold over the band, and where the all-reduce stands: after backward with one DDP bucket, else hidden
+    from which per-GPU batch (``all_reduce_words``)."""
     found = []
     by_machine = conditions.set_index("machine")
     for row in summary[summary["gpus"] > 1].itertuples():
@@ -183,16 +225,7 @@ def verdict_sentences(summary: pd.DataFrame, conditions: pd.DataFrame, global_ba
                      f"({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)")  # fmt: skip
         text += f" — {short_verdict(row.faster)}; {short_verdict(row.dollars)}"
         if row.machine in by_machine.index:
-            hide = by_machine.loc[row.machine, "hide"]
-            per_gpu = global_batch // row.gpus
-            if np.isinf(hide):
-                text += "; the all-reduce is never hidden behind backward at the central values"
-            elif per_gpu < hide:
-                text += (
-                    f"; the all-reduce is not hidden below {int(hide)} per GPU (this batch gives {per_gpu})"
-                )
-            else:
-                text += f"; the all-reduce hides behind backward from {samples(int(hide))} per GPU"
+            text += "; " + all_reduce_words(by_machine.loc[row.machine], global_batch // row.gpus)
         found.append(text + ".")
     return found
 
@@ -219,14 +252,19 @@ def reasons(counted: Counted, summary: dict[str, pd.DataFrame], conditions: pd.D
         )["step_seconds"]
         dp_ratio = dp.loc[row.machine, "step_seconds"] / row.step_seconds
         found = []
-        if cond is not None:
+        if cond is not None and int(cond["buckets"]) == 1:
+            after, fits = short_time(cond["tail_seconds"]), one_bucket(cond["gradient_bytes"])
+            found.append((f"the all-reduce after backward: the gradients {fits}, nothing overlaps",
+                          f"{mebibytes(cond['gradient_bytes'])} in one bucket: {after} after backward, in a "
+                          f"step of {short_time(row.step_seconds)}", True))  # fmt: skip
+        elif cond is not None:
             hide = "never" if np.isinf(cond["hide"]) else int(cond["hide"])
-            found += [
-                ("per-GPU batch below b*, the all-reduce not hidden",
-                 f"{per_gpu} per GPU against b*_hide = {hide}", per_gpu < cond["hide"]),
-                ("per-step fixed cost: compute below the host's ops and the optimizer's pass",
-                 f"{per_gpu} per GPU against b*_floor = {int(cond['floor'])}", per_gpu < cond["floor"]),
-            ]  # fmt: skip
+            found.append(("per-GPU batch below b*, the all-reduce not hidden",
+                          f"{per_gpu} per GPU against b*_hide = {hide}", per_gpu < cond["hide"]))  # fmt: skip
+        if cond is not None:
+            found.append(("per-step fixed cost: compute below the host's ops and the optimizer's pass",
+                          f"{per_gpu} per GPU against b*_floor = {int(cond['floor'])}",
+                          per_gpu < cond["floor"]))  # fmt: skip
         found += [
             ("gradient exchange longer than backward on this link",
              f"all-reduce {exchange * 1e3:.3g} ms against backward {backward * 1e3:.3g} ms",
@@ -261,7 +299,7 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
     summary = predictions(counted, global_batch, machines, samples, measured)
     several = [m for m in machines if configs.configuration(m).gpus > 1]
     conditions = recommend.condition_table((counted.name,), several) if several else pd.DataFrame(
-        columns=["model", "machine", "gpus", "hide", "floor", "global_batch"])  # fmt: skip
+        columns=["model", "machine", "gpus", "buckets", "hide", "floor", "global_batch"])  # fmt: skip
     return Advice(
         counted, global_batch, samples, summary["ddp_overlap"], method_table(counted, summary, global_batch),
         conditions, reasons(counted, summary, conditions, global_batch),

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.advise.counting import Counted
-from helpers.advise.predict import Advice
+from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, specs
 from helpers.results import write_json_atomically
 
@@ -117,19 +117,26 @@ def method_view(advice: Advice) -> pd.DataFrame:
 
 
 def condition_view(advice: Advice) -> pd.DataFrame:
-    """The two conditions on the per-GPU batch, per machine, with their bands."""
+    """The two conditions on the per-GPU batch, per machine, with their bands: where DDP's all-reduce goes
+    (after backward when the gradients fit one bucket: it never hides, and its predicted time is shown;
+    else hidden from b* but for its last bucket) and the per-GPU batch that outgrows the fixed cost."""
     c = advice.conditions
 
     def whole(value) -> str:
         return "never" if math.isinf(value) else f"{int(value):,}"
 
+    def all_reduce(r) -> str:
+        tail = time_band(r.tail_seconds, r.tail_seconds_low, r.tail_seconds_high)
+        if r.buckets == 1:
+            return f"after backward, never hidden: {tail}"
+        return (f"hidden from b* = {whole(r.hide)} ({whole(r.hide_low)}–{whole(r.hide_high)}) but its last "
+                f"bucket, {tail} after backward")  # fmt: skip
+
     return pd.DataFrame(
         {
             "machine": c["machine"],
-            "b* all-reduce hidden": [
-                f"{whole(v)} ({whole(lo)}–{whole(hi)})"
-                for v, lo, hi in zip(c["hide"], c["hide_low"], c["hide_high"], strict=True)
-            ],
+            "DDP buckets": c["buckets"],
+            "all-reduce": [all_reduce(r) for r in c.itertuples()],
             "b* above fixed cost": [
                 f"{whole(v)} ({whole(lo)}–{whole(hi)})"
                 for v, lo, hi in zip(c["floor"], c["floor_low"], c["floor_high"], strict=True)
@@ -171,8 +178,9 @@ def render(advice: Advice, measured: pd.DataFrame | None = None) -> str:
         "DDP on each machine (speed-up and dollars against one GPU of the same kind):\n"
         + text_table(machine_view(advice)),
         "Every method on the multi-GPU machines (busiest device):\n" + text_table(method_view(advice)),
-        "The per-GPU batch each machine needs (b*: hide the all-reduce; outgrow the fixed cost):\n"
-        + text_table(condition_view(advice)),
+        "Where DDP's all-reduce goes (gradients that fit one bucket are all-reduced after backward, never "
+        "hidden; with several, from the per-GPU batch b* all but the last bucket hide behind backward) and "
+        "the per-GPU batch b* that outgrows the fixed cost:\n" + text_table(condition_view(advice)),
         "Verdicts:\n" + "\n".join(f"- {v}" for v in advice.verdicts),
         "Why multi-GPU training can be slower than one GPU, for this model at this batch (what applies):\n"
         + (
@@ -249,8 +257,8 @@ def write_figure(path: Path, advice: Advice) -> None:
 def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
     """Models side by side as the cost model sees them: parameters, training FLOPs and host ops per step
     (every layer's kernels, the loss's and the optimizer's, as chapter 5's roofline counts them), bytes
-    kept for backward per sample, and FLOPs per byte of gradient (what decides whether the all-reduce can
-    hide behind compute)."""
+    kept for backward per sample, and FLOPs per byte of gradient (what decides how long backward lasts
+    against the all-reduce; whether the all-reduce can hide behind it at all depends on DDP's buckets)."""
     rows = []
     for name, c in counted.items():
         flops = c.training_flops_per_sample
@@ -273,259 +281,3 @@ def joined(words) -> str:
 def listed(names) -> str:
     """Names as code, joined as prose: "`a`, `b` and `c`"."""
     return joined(f"`{name}`" for name in names)
-
-
-def _standing(new: list[float], reference: list[float]) -> str | None:
-    """Where every new model's value stands against the reference models': "below", "above", "between"
-    them all, or None when the new models differ in that."""
-    low, high = min(reference), max(reference)
-    for standing, test in (("below", lambda v: v < low), ("above", lambda v: v > high),
-                           ("between", lambda v: low < v < high)):  # fmt: skip
-        if all(test(value) for value in new):
-            return standing
-    return None
-
-
-def model_comparison(counted: dict[str, Counted], new: list[str], reference: list[str]) -> str:
-    """How the held-out models (``new``) compare with the book's (``reference``) in ``model_table``'s
-    counted columns, in words that hold for every model named: only what the counts show is said."""
-    c = {name: counted[name] for name in [*new, *reference]}
-    one = len(new) == 1
-    books = "both of the book's" if len(reference) == 2 else "all of the book's"
-    either = "either" if len(reference) == 2 else "any of them"
-    columns = {
-        "parameters (so little to all-reduce)": lambda m: m.parameters,
-        "training FLOPs per sample": lambda m: m.training_flops_per_sample,
-    }
-    standing = {label: _standing([f(c[n]) for n in new], [f(c[n]) for n in reference])
-                for label, f in columns.items()}  # fmt: skip
-    subject = f"The new model {listed(new)}" if one else "The new models"
-    clauses = []
-    for side, word in (("below", "smaller"), ("above", "larger")):
-        labels = [label for label, found in standing.items() if found == side]
-        if labels:
-            clauses.append(f"{word} than {books} on " + " and on ".join(labels))
-    ops = {name: gpus.ops_per_step(c[name].name) for name in c}
-    busy = [name for name in new if ops[name] > max(ops[n] for n in reference)]
-    book_ops = joined(ops[n] for n in reference)
-    if busy:
-        who = "" if len(busy) == len(new) else f"{listed(busy)} "
-        verb = "issues" if len(busy) == 1 else "issue"
-        clauses.append(f"{who}{verb} more host ops per step than {either} "
-                       f"({joined(ops[n] for n in busy)} against {book_ops})")  # fmt: skip
-    ratio = [c[n].training_flops_per_sample / c[n].gradient_bytes for n in new]
-    between = _standing(ratio, [c[n].training_flops_per_sample / c[n].gradient_bytes for n in reference])
-    text = (
-        f"{subject} {'is' if one else 'are'} " + ", and ".join(clauses) if clauses else subject + " differs"
-    )
-    if between == "between":
-        text += f"; on FLOPs per gradient byte {'it sits' if one else 'they sit'} between them"
-    return text + "."
-
-
-def measured_models_note(measured: list[str], results_run: str) -> str:
-    """Which of chapter 7's example models this edition counted and measured, and, for one it left out,
-    that no table shows it and which other profile of ``notebooks/study.yml`` measures it."""
-    from helpers.advise.examples import EXAMPLES
-
-    left = [name for name in EXAMPLES if name not in measured]
-    if not left:
-        return f"This edition counts and measures {'both' if len(measured) == 2 else listed(measured)}."
-    it = "it" if len(left) == 1 else "them"
-    text = (f"This edition counts and measures {listed(measured)} alone: {listed(left)} "
-            f"{'was' if len(left) == 1 else 'were'} not measured on this machine (this profile's "
-            f"`held_out_specs` leave {it} out), so no table or figure below shows {it}")  # fmt: skip
-    elsewhere = [p for p in profiles_holding_out([EXAMPLES[n] for n in left]) if p != results_run]
-    if elsewhere:
-        text += f"; the {joined(p.upper() for p in elsewhere)} edition measures {it}"
-    return text + "."
-
-
-def profiles_holding_out(specs: list[str]) -> list[str]:
-    """The study's profiles (smoke aside: the notebook's own test run) whose chapter 7 holds out every one
-    of ``specs``, by the parameters the study runner gives it."""
-    from helpers import study
-
-    found = []
-    for profile in (name for name in study.PROFILES if name != "smoke"):
-        (chapter,) = study.plan(profile, ["07_your_model"])
-        held = {**study.notebook_defaults(chapter.source), **chapter.parameters}["held_out_specs"]
-        if set(specs) <= set(held):
-            found.append(profile)
-    return found
-
-
-ACCURACY_GOAL_PERCENT = 15  # the time model's goal on runs it never saw, which chapter 7 sets itself
-
-
-def against_goal(
-    error: float, low: float, high: float, goal: float = ACCURACY_GOAL_PERCENT, launches: int = 3
-) -> str:
-    """Whether one held-out error (%) meets the goal: by its median launch, and whether its interval over
-    launches agrees (a verdict holds only where the whole interval agrees, as the book's bands do); one
-    launch has no interval."""
-    if launches < 2:
-        return f"{'within' if abs(error) <= goal else 'outside'} the book's {goal:g} % goal"
-    if abs(error) <= goal:
-        inside = -goal <= low and high <= goal
-        return f"within the book's {goal:g} % goal" + (
-            "" if inside else ", though its interval reaches past it"
-        )
-    outside = low > goal or high < -goal
-    return f"outside the book's {goal:g} % goal" + (
-        ", its whole interval too" if outside else ", though its interval reaches inside it"
-    )
-
-
-def off_by(error: float) -> str:
-    """A step predicted ``error`` % off, in words: "34 % too long" (positive: the prediction too slow)."""
-    return f"{abs(error):.0f} % too {'long' if error > 0 else 'short'}"
-
-
-def held_out_sentences(table: pd.DataFrame, goal: float = ACCURACY_GOAL_PERCENT) -> dict[str, str]:
-    """The held-out test in words (``validate.validate`` rows of one or more models), built from how many
-    multi-rank points there are: one point is stated as its error, several as their mean absolute error
-    and the worst; each against the book's ``goal`` (%). Keys: ``held_out_detail`` (every point with its
-    interval and verdict), ``held_out_summary`` (7.4), ``held_out_answer`` (the answer box),
-    ``held_out_takeaway``, ``accuracy_goal``."""
-    several = table[table["ranks"] > 1]
-    found = {"accuracy_goal": f"{goal:g} %"}
-    if several.empty:
-        none = "No multi-rank launch ran here, so the time model was not checked on this machine."
-        return found | {"held_out_detail": "no multi-rank launch ran here", "held_out_summary": none,
-                        "held_out_answer": none, "held_out_takeaway": none}  # fmt: skip
-    rows = list(several.itertuples())
-    models = list(dict.fromkeys(several["model"]))
-
-    def point(r) -> str:
-        return f"`{r.model}` on {r.ranks} ranks"
-
-    def verdict(r) -> str:
-        return against_goal(r.error_percent, r.error_low, r.error_high, goal, r.launches)
-
-    def spread(r) -> str:
-        """The error's interval over launches; none from one launch."""
-        return f" ({r.error_low:+.0f} to {r.error_high:+.0f} %)" if r.launches > 1 else ""
-
-    found["held_out_detail"] = "; ".join(
-        f"{point(r)} {r.error_percent:+.0f} %{spread(r)}, {verdict(r)}" for r in rows
-    )
-    calibrated = f"`{models[0]}`'s" if len(models) == 1 else "each new model's"
-    opening = (f"On this machine the time model, calibrated only on {calibrated} one-process step times and "
-               "chapter 4's all-reduce, ")  # fmt: skip
-    trained = f"`{models[0]}`" if len(models) == 1 else "each model"
-    takeaway = (
-        f"On this machine the time model, calibrated on one process of {trained} and never on its "
-        "multi-rank runs, "
-    )
-    if len(rows) == 1:
-        r = rows[0]
-        launches = (
-            f", {r.error_low:+.0f} to {r.error_high:+.0f} % over {r.launches} launches"
-            if r.launches > 1
-            else ", one launch"
-        )
-        said = (
-            f"predicts its DDP step on {r.ranks} ranks, the one multi-rank point measured here, "
-            f"{off_by(r.error_percent)}"
-        )
-        found["held_out_answer"] = f"{opening}{said} ({r.error_percent:+.0f} %{launches}): {verdict(r)}."
-        found["held_out_summary"] = (
-            "That is the only multi-rank point measured here, so its error is the whole test: one point, not "
-            "a mean over models and rank counts."
-        )
-        found["held_out_takeaway"] = f"{takeaway}{said}: {verdict(r).split(',')[0]}."
-        return found
-    errors = several["error_percent"].abs()
-    mape, worst = errors.mean(), rows[int(errors.to_numpy().argmax())]
-    within = int((errors <= goal).sum())
-    count = (
-        "none of them is" if within == 0 else f"all {len(rows)} are" if within == len(rows)
-        else f"{within} of the {len(rows)} {'is' if within == 1 else 'are'}"
-    )  # fmt: skip
-    worst_text = f"worst {abs(worst.error_percent):.0f} %, {point(worst)}"
-    found["held_out_answer"] = (
-        f"{opening}predicts their DDP steps at {len(rows)} multi-rank points with a mean absolute error of "
-        f"{mape:.0f} % ({worst_text}): {count} within the book's {goal:g} % goal."
-    )
-    found["held_out_summary"] = (
-        f"Over these {len(rows)} multi-rank points the mean absolute error is {mape:.0f} % ({worst_text}), "
-        f"against the {goal:g} % this book set itself as a goal: {count} within it."
-    )
-    found["held_out_takeaway"] = (
-        f"{takeaway}predicts their DDP steps with a mean absolute error of {mape:.0f} % over {len(rows)} "
-        f"points ({worst_text}); {count} within the book's {goal:g} % goal."
-    )
-    return found
-
-
-def held_out_setting(
-    hardware: dict, device: str, backend: str, world_sizes, launches: int, threads
-) -> dict[str, str]:
-    """Where the held-out test ran, from the machine's record (``hardware``: its usable cores and GPUs)
-    and the chapter's settings: how the single-process calibration ran (``threads``: its thread counts),
-    how the DDP launches ran, what they share and how the all-reduce travels, and so what the test
-    checks. Keys: ``interval_setting``, ``calibration_setting``, ``launch_setting``, ``held_out_setting``,
-    ``held_out_checks``."""
-    cores, gpus = hardware["usable_cores"], hardware.get("gpus") or []
-    largest, counts = max(world_sizes), sorted(set(world_sizes))
-    name = "NCCL" if backend == "nccl" else "Gloo"
-    times = "once" if launches == 1 else f"{launches} times"
-    if len(counts) == 1:
-        launched = "One rank is" if largest == 1 else f"The {largest} ranks are"
-        launch = f"{launched} then launched {times} for real with {name}"
-    else:
-        launch = (
-            f"Each rank count ({joined(counts)}) is then launched {times} for real with {name}, alternating"
-        )
-    ranks = f"{'up to ' if len(counts) > 1 else ''}{largest} {name} ranks"
-    per_rank = max(1, cores // largest)
-    if device == "cuda" and gpus:
-        device_text = f"this machine's {'one ' if len(gpus) == 1 else ''}{gpus[0]['name']}"
-        calibration = (
-            f"its step time on {device_text} at every per-rank batch, the host at {joined(threads)} threads"
-        )
-        shared = largest > len(gpus)
-        host = f", each rank at {per_rank} threads of its {cores} cores"
-        travel = (
-            "NCCL all-reduces from GPU to GPU"
-            if backend == "nccl"
-            else "Gloo stages every all-reduce through host memory (copied from the GPU, summed by the CPU, "
-            "copied back)"
-        )
-    else:
-        device_text = f"this machine's {cores} cores"
-        calibration = (
-            f"its step time at every per-rank batch and at {joined(threads)} threads of {device_text}"
-        )
-        shared = True
-        host = (
-            f" (at {largest} ranks, more processes than cores)"
-            if largest > cores
-            else f" (at {largest} ranks, {per_rank} {'core' if per_rank == 1 else 'cores'} each)"
-        )
-        travel = "Gloo all-reduces through the machine's memory"
-    if shared:
-        where = f"share {device_text}"
-        checks = (
-            "how chapter 5's step-time model combines one process's compute with that all-reduce when ranks "
-            "share a device: it lets them take turns, each repeating a step's fixed cost — not a speed-up "
-            "from GPUs of their own"
-        )
-        short = f"with {ranks} sharing {device_text}"
-    else:
-        where = f"each have a GPU of their own, of {len(gpus)}"
-        checks = "chapter 5's step-time model where each rank computes on its own GPU: a real speed-up"
-        short = f"with {ranks} on GPUs of their own"
-    return {
-        "interval_setting": (
-            f"with its 95 % interval over the {launches} launches (a bootstrap of their medians)"
-            if launches > 1
-            else "from one launch, so without an interval"
-        ),
-        "calibration_setting": calibration,
-        "launch_setting": launch,
-        "held_out_setting": f"Here {ranks} {where}{host}, and {travel}. The test checks {checks}.",
-        "held_out_checks": f"This checks chapter 5's step-time model {short}, not the roofline behind the "
-        "prices above.",
-    }

@@ -7,5 +7,6 @@
 - ``runs``: the parent side: launching tasks through the results store, their records as frames, the
   α-β fits and what they predict;
 - ``tables``: the chapter's tables and the sentences that quote them;
+- ``link_reading``: what the fitted link shows, in words, from the records of the machine that measured;
 - ``staleness``: asynchronous SGD simulated in one process, and steps to a target loss per staleness.
 """

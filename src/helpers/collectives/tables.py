@@ -3,7 +3,8 @@ with thousands separators, ratios with their spread and a verdict (chapter 4).
 
 Semantics and support, exactness, the deadlock's outcome, lock-step schedules, skipped benchmark cases,
 the α-β fits and what the two-rank fit predicts for more ranks, our ring against the library, pipelined
-broadcasts, and the bytes per step of each topology.
+broadcasts, and the bytes per step of each topology; ``collectives.link_reading`` says in words what the
+fitted link shows.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from helpers.collectives.model import (
     optimal_chunks,
 )
 from helpers.collectives.p2p import lockstep_table
-from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, is_pinned, with_model_seconds
+from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, with_model_seconds
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import MATTERS, speedup
+from helpers.stats import speedup
 
 MIB = 2**20
 BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
@@ -36,7 +37,7 @@ def listed(items) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def _label(operation: str) -> str:
+def operation_label(operation: str) -> str:
     """An implementation's name in tables: ``all_reduce (our ring)``; the ring broadcast is fitted on its
     one-chunk rows, ``broadcast (our ring, S=1)``."""
     return BENCHMARK_OPERATIONS[operation][1].format(chunks=1)
@@ -73,21 +74,58 @@ def matches_expectation(table: pd.DataFrame, world_size: int) -> dict[str, bool]
     }
 
 
-def describe_matches(matches: dict[str, bool], backend: str) -> str:
-    """How many operations matched ``expected_semantics``, out of those ``backend`` ran, naming those it
-    lacks: ``all 10 operations Gloo supports (it lacks all_to_all)``, or ``9 of the 11 operations``."""
-    matched, supported, total = sum(matches.values()), len(matches), len(SEMANTIC_OPERATIONS)
+def not_attempted(status: str) -> bool:
+    """Whether a status (a semantics record's, or a support row's message) says the worker did not attempt
+    the operation at all — Gloo's send and receive of CUDA tensors, a send with one rank — so that the
+    backend was not probed on it."""
+    return "not attempted" in status or "needs two ranks" in status
+
+
+def describe_matches(
+    matches: dict[str, bool], backend: str, table: pd.DataFrame | None = None, device: str | None = None
+) -> str:
+    """How many operations matched ``expected_semantics``, out of those ``backend`` ran, and why the others
+    did not run, from the statuses of ``table`` (``semantics_frame``): ``with CUDA tensors, all 9
+    operations Gloo ran, of 11 (send_recv of CUDA tensors not attempted; Gloo lacks all_to_all)``. An
+    operation the worker did not attempt was not probed: it is not one the backend lacks."""
+    matched, ran, total = sum(matches.values()), len(matches), len(SEMANTIC_OPERATIONS)
     name = BACKEND_NAMES.get(backend, backend)
-    lacking = ", ".join(operation for operation in SEMANTIC_OPERATIONS if operation not in matches)
-    which = f"all {supported}" if matched == supported else f"{matched} of the {supported}"
-    if supported == total:
-        return f"{which} operations"
-    return f"{which} operations {name} supports (it lacks {lacking})"
+    which = f"all {ran}" if matched == ran else f"{matched} of the {ran}"
+    where = f"with {device.upper()} tensors, " if device else ""
+    if ran == total:
+        return f"{where}{which} operations"
+    statuses = {} if table is None else table.reset_index().groupby("operation")["status"].first().to_dict()
+    skipped, lacking = [], []
+    for operation in SEMANTIC_OPERATIONS:
+        if operation in matches:
+            continue
+        status = str(statuses.get(operation) or "")
+        if "needs two ranks" in status:
+            skipped.append(f"{operation} not attempted (one rank)")
+        elif not_attempted(status):
+            skipped.append(f"{operation} of {device.upper()} tensors not attempted" if device else
+                           f"{operation} not attempted")  # fmt: skip
+        else:
+            lacking.append(operation)
+    reasons = [*skipped, *([f"{name} lacks {', '.join(lacking)}"] if lacking else [])]
+    return f"{where}{which} operations {name} ran, of {total} ({'; '.join(reasons)})"
+
+
+ONE_RANK = "1 rank only: accepted, moves no data"
 
 
 def support_matrix_table(support: pd.DataFrame) -> pd.DataFrame:
-    """``runs.probe_support``'s rows as operation × (backend, device), "yes"/"no"."""
-    marked = support.assign(here=support["supported"].map({True: "yes", False: "no"}))
+    """``runs.probe_support``'s rows as operation × (backend, device): "yes", "no", "not attempted" (the
+    worker did not hand the operation to the backend: not probed), and, where the probe's semantics record
+    ran on one rank (``ranks``, the world size it was stored under: NCCL on one GPU), ``ONE_RANK`` in place
+    of "yes" — a one-rank group accepts a collective without moving any data."""
+    ranks = support["ranks"] if "ranks" in support else pd.Series(2, index=support.index)
+    here = [
+        ("not attempted" if not_attempted(str(row.message)) else "no") if not row.supported
+        else ONE_RANK if rank == 1 else "yes"
+        for row, rank in zip(support.itertuples(), ranks, strict=True)
+    ]  # fmt: skip
+    marked = support.assign(here=here)
     table = marked.pivot_table(
         index="operation", columns=["backend", "device"], values="here", aggfunc="first", sort=False
     )
@@ -174,7 +212,7 @@ def skipped_cases(frame: pd.DataFrame) -> pd.DataFrame:
 # The α-β fits
 
 
-def _microseconds(seconds: float) -> str:
+def microseconds(seconds: float) -> str:
     """α in µs for a table: whole µs with thousands separators from 100 µs on (``2,711``), else three
     significant figures (``20``, ``3.46``)."""
     value = seconds * 1e6
@@ -189,7 +227,7 @@ def median_fits(frame: pd.DataFrame, world_sizes=None) -> pd.DataFrame:
 
 def alpha_beta_table(*fits: pd.DataFrame, medians: pd.DataFrame | None = None) -> pd.DataFrame:
     """``runs.alpha_beta_fits`` rows for readers (several fits one after the other, a fit that repeats
-    an earlier one left out): α in µs per message (``_microseconds``), 1/β in GB/s, the fit's median
+    an earlier one left out): α in µs per message (``microseconds``), 1/β in GB/s, the fit's median
     distance from its points, by backend and device, implementation and the ranks it was fitted on; with
     ``medians`` (``median_fits``) the same implementation's α and 1/β fitted to the medians beside them."""
     keys = ["backend", "device", "operation", "ranks"]
@@ -197,9 +235,9 @@ def alpha_beta_table(*fits: pd.DataFrame, medians: pd.DataFrame | None = None) -
     table = pd.DataFrame(
         {
             "backend/device": fits["backend"] + "/" + fits["device"],
-            "implementation": fits["operation"].map(_label),
+            "implementation": fits["operation"].map(operation_label),
             "fitted on (ranks)": fits["ranks"],
-            "α (µs per message)": fits["alpha_seconds"].map(_microseconds),
+            "α (µs per message)": fits["alpha_seconds"].map(microseconds),
             "1/β (GB/s)": (fits["bandwidth_bytes_per_second"] / 1e9).round(2),
             "fit error, median (%)": (fits["median_relative_error"] * 100).round(1),
         }
@@ -207,7 +245,7 @@ def alpha_beta_table(*fits: pd.DataFrame, medians: pd.DataFrame | None = None) -
     if medians is not None:
         beside = fits[keys].merge(medians, on=keys, how="left")
         table["α, fitted to medians (µs)"] = [
-            "–" if math.isnan(value) else _microseconds(value) for value in beside["alpha_seconds"]
+            "–" if math.isnan(value) else microseconds(value) for value in beside["alpha_seconds"]
         ]
         table["1/β, fitted to medians (GB/s)"] = [
             "–" if math.isnan(value) else f"{value / 1e9:.2f}"
@@ -248,7 +286,7 @@ def beyond_the_fit(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "backend/device": f"{backend}/{device}",
-                "implementation": _label(operation),
+                "implementation": operation_label(operation),
                 "ranks": k,
                 "measured ÷ two-rank model, median": round(float(ratio.median()), 2),
                 "range over message sizes": f"{ratio.min():.2f}–{ratio.max():.2f}",
@@ -257,171 +295,6 @@ def beyond_the_fit(frame: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     columns = ["backend/device", "implementation", "ranks"]
     measured = ["measured ÷ two-rank model, median", "range over message sizes"]
     return pd.DataFrame(rows, columns=[*columns, *measured]).set_index(columns)
-
-
-def describe_link(
-    fits: pd.DataFrame, medians: pd.DataFrame | None = None, operation: str = "all_reduce"
-) -> str:
-    """α and 1/β of ``operation``'s first fit as a phrase, with what it was fitted to and, given
-    ``medians`` (``median_fits``), the fit to the medians beside it: ``α = 20 µs per message and 1/β =
-    1.00 GB/s (gloo on cpu, 2 ranks, fitted to each size's lower quartile of its iterations; the line lies
-    4% from those points, median); fitted to the medians, α = 25 µs and 1/β = 0.90 GB/s``."""
-    chosen = fits[fits["operation"] == operation]
-    if chosen.empty:
-        return f"not fitted (no {operation} measured on {LINK_FIT_WORLD_SIZE} ranks)"
-    fit = chosen.iloc[0]
-    phrase = (
-        f"α = {_microseconds(fit['alpha_seconds'])} µs per message and 1/β = "
-        f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s on {fit['ranks']} {fit['backend']}/"
-        f"{fit['device']} ranks, fitted to each size's lower quartile of its iterations (median fit error "
-        f"{fit['median_relative_error']:.0%})"
-    )
-    beside = None if medians is None else medians[medians["operation"] == operation]
-    if beside is not None and not beside.empty:
-        median = beside.iloc[0]
-        phrase += (
-            f"; fitted to the medians, α = {_microseconds(median['alpha_seconds'])} µs and 1/β = "
-            f"{median['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s"
-        )
-        alphas = sorted((fit["alpha_seconds"], median["alpha_seconds"]))
-        if alphas[0] > 0 and alphas[1] / alphas[0] > 2:
-            phrase += (
-                f". Which iterations are read moves α {alphas[1] / alphas[0]:.0f}-fold: stalls of the "
-                f"machine, not the link, decide it, so α is known here only within "
-                f"{_microseconds(alphas[0])}–{_microseconds(alphas[1])} µs"
-            )
-    return phrase
-
-
-def describe_alphas(fits: pd.DataFrame, factor: float = 3.0) -> str:
-    """A sentence on how our implementations' α compare with the library's (``dist.all_reduce``, its first
-    fit in ``fits``, on the same backend and device): within ``factor`` of it, or, where further, why that
-    is no property of the link."""
-    nothing = "No implementation of ours was fitted beside the library's."
-    library = fits[fits["operation"] == "all_reduce"]
-    if library.empty or library["alpha_seconds"].iloc[0] <= 0:
-        return nothing
-    where = library.iloc[0]
-    ours = fits[fits["operation"].isin(["all_reduce_ring", "parameter_server"])
-                & (fits["backend"] == where["backend"]) & (fits["device"] == where["device"])]  # fmt: skip
-    if ours.empty:
-        return nothing
-    reference = library["alpha_seconds"].iloc[0]
-    ratios = {_label(row.operation): row.alpha_seconds / reference for row in ours.itertuples()}
-    far = {name: ratio for name, ratio in ratios.items() if not 1 / factor <= ratio <= factor}
-    if not far:
-        return (
-            f"Our implementations' α lie within {factor:g}× of the library's: per message they pay about "
-            "what it pays."
-        )
-    listed_far = "; ".join(f"the α of {name} is {ratio:.2g}× the library's" for name, ratio in far.items())
-    return (
-        f"{listed_far[0].upper()}{listed_far[1:]}. Every implementation moves its bytes over the same "
-        "link, so a difference this large is each one's own work per call (how it synchronises the "
-        "ranks, the threads it hands the work to) and, on a busy machine, its waits for a core: it "
-        "belongs to the implementation, not the link."
-    )
-
-
-def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str) -> str:
-    """Whether chapter 5 prices DDP's all-reduce with the fit of ``dist.all_reduce`` shown here for
-    ``backend`` on ``device`` (``priced``: ``timemodel.all_reduce_alpha_beta`` of the results folder), or
-    with another record's, which it names by its α and 1/β."""
-    chosen = fits.query("operation == 'all_reduce' and backend == @backend and device == @device")
-    if (
-        not chosen.empty
-        and math.isclose(chosen["alpha_seconds"].iloc[0], priced["alpha_seconds"])
-        and (math.isclose(chosen["seconds_per_byte"].iloc[0], priced["seconds_per_byte"]))
-    ):
-        return "Chapter 5 prices DDP's all-reduce with this fit."
-    return (
-        f"Chapter 5 prices DDP's all-reduce with another two-rank benchmark of this results folder, the one "
-        f"with the most message sizes: α = {_microseconds(priced['alpha_seconds'])} µs and 1/β = "
-        f"{priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s."
-    )
-
-
-def describe_beyond(
-    beyond: pd.DataFrame,
-    cores: int,
-    records=(),
-    implementation: str = "all_reduce (torch.distributed)",
-    fit_error: float | None = None,
-) -> str:
-    """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts, read from
-    the ratio: slower than predicted (with more ranks than ``cores``: the scheduler's time; but not where
-    the excess lies within ``fit_error``, the two-rank fit's own median error), as predicted, or faster
-    (the fit does not carry over; where the benchmark ``records`` say the two-rank launch was pinned and
-    this one not, that difference is named)."""
-    if beyond.empty:
-        return (
-            f"Only {LINK_FIT_WORLD_SIZE} ranks were measured here, so the fit is not tested at other rank "
-            "counts."
-        )
-    pinned = {record["config"]["world_size"]: is_pinned(record) for record in records}
-    sentences = []
-    for (where, name, k), row in beyond.iterrows():
-        if name != implementation:
-            continue
-        ratio = row["measured ÷ two-rank model, median"]
-        low, high = (float(value) for value in row["range over message sizes"].split("–"))
-        crosses = low < 1 < high and not 1 / (1 + MATTERS) <= ratio <= 1 + MATTERS
-        took = (
-            f"With {k} ranks ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts (lower "
-            f"quartiles, median over message sizes; {row['range over message sizes']}×"
-            + (", so some sizes lie on the other side of the fit)" if crosses else ")")
-        )
-        if ratio > 1 + MATTERS and fit_error is not None and ratio - 1 <= fit_error:
-            why = (
-                f"that lies within the two-rank fit's own error ({fit_error:.0%}), so it does not single out "
-                "a cost of the extra rank"
-            )
-        elif ratio > 1 + MATTERS:
-            why = (
-                f"with {k} ranks on {cores} cores some rank waits for a core at every step: the scheduler's "
-                "time, which no property of the link explains"
-                if k > cores
-                else "something the two-rank model lacks costs time"
-            )
-        elif ratio < 1 / (1 + MATTERS):
-            why = "faster than the two-rank fit allows, so it does not carry over to this launch"
-            if pinned.get(LINK_FIT_WORLD_SIZE) and pinned.get(k) is False:
-                why += (
-                    "; the launches differ in more than k: the two ranks of the fit were pinned to cores "
-                    "of their own, these were not, and a pinned rank cannot leave a core that another "
-                    "process holds"
-                )
-        else:
-            why = "the fit carries over" + (f", even with {k} ranks on {cores} cores" if k > cores else "")
-        sentences.append(f"{took}: {why}.")
-    return " ".join(sentences)
-
-
-def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE) -> str:
-    """Our ring against the library at the largest message measured on ``ranks`` ranks (the pinned launch
-    of the link fit; another rank count where that is missing), as a phrase, the reading first: beat,
-    fell behind, matched, can match or beat (the interval's low end within ``stats.MATTERS`` of 1), or
-    not resolved; then the ratio and its range from one launch's iterations."""
-    if table.empty:
-        return "not measured (no message large enough)"
-    chosen = table[table.index.get_level_values("ranks") == ranks]
-    (where, k, mib), row = next(iter((chosen if not chosen.empty else table).iloc[::-1].iterrows()))
-    low, high = (float(value) for value in row["range (min–max pairing)"].split("–"))
-    library = BACKEND_NAMES.get(where.split("/")[0], where.split("/")[0])
-    if row["verdict"] == "faster":
-        reading = f"our ring beat {library}'s all-reduce here"
-    elif row["verdict"] == "slower":
-        reading = f"our ring fell behind {library}'s all-reduce here"
-    elif row["verdict"] == "no measurable difference":
-        reading = f"our ring matched {library}'s all-reduce here"
-    elif low >= 1 / (1 + MATTERS):
-        reading = f"our ring can match or beat {library}'s all-reduce here"
-    else:
-        reading = "not resolved"
-    return (
-        f"{reading} — {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks, in "
-        f"one launch whose iterations range {low:.2f}–{high:.2f}× when the fastest and slowest are paired"
-    )
 
 
 def ring_against_library(frame: pd.DataFrame, min_bytes: int = 16 * MIB) -> pd.DataFrame:

@@ -18,7 +18,15 @@ from helpers.costmodel.gpus import (
     roofline_band,
     training_flops_per_sample,
 )
-from helpers.costmodel.recommend import fastest_batches, headline, result_band, time_to_result
+from helpers.costmodel.recommend import (
+    BUCKET_CAP_MB,
+    DEFAULT_FIRST_BUCKET_MB,
+    ddp_buckets,
+    fastest_batches,
+    headline,
+    result_band,
+    time_to_result,
+)
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
 from helpers.costmodel.tables import banded
@@ -392,33 +400,107 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
             "time_to_result_note": "With the batch allowed to grow, " + "; ".join(results) + "."}  # fmt: skip
 
 
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB"
+
+
+def _against(rows: pd.DataFrame, column: str) -> tuple[int, int]:
+    """Of ``rows``, how many fit the training set whatever the inputs by ``column``, and how many never."""
+    return (int(rows[column].eq("within the dataset whatever the inputs").sum()),
+            int(rows[column].eq("more than the dataset holds whatever the inputs").sum()))  # fmt: skip
+
+
+def first_bucket_note(models, first_mb: float = DEFAULT_FIRST_BUCKET_MB) -> str:
+    """What DDP's smaller first bucket (``bucket_cap_mb`` left unset) would change for ``models``: which
+    would still make one bucket, and how little of backward a first bucket that holds nearly every byte
+    could overlap (only the part that produces the rest)."""
+    one, split = [], []
+    for name in models:
+        buckets = ddp_buckets(name, first_bucket_mb=first_mb)
+        if len(buckets) == 1:
+            one.append(f"`{name}`'s gradients would still make one bucket")
+        else:
+            rest = sum(buckets[1:])
+            split.append(
+                f"`{name}`'s a first of {_mib(buckets[0])} and {_mib(rest)} after it, so its first bucket's "
+                f"all-reduce could overlap only the part of backward that produces that last {_mib(rest)}, "
+                "and the second's would follow backward"
+            )
+    if not one + split:
+        return ""
+    return f"With `bucket_cap_mb` left unset DDP closes its first bucket at {first_mb:g} MiB instead: " + (
+        listing(one + split) + "."
+    )
+
+
 def rule_sentences(conditions: pd.DataFrame) -> dict[str, str]:
-    """Per model, the global batch each eight-GPU machine needs for both conditions
-    (``recommend.condition_table``), with its band, against the training set; ``rule_short`` for the
-    takeaway."""
-    texts, short = {}, []
+    """Per model, what each eight-GPU machine needs for both conditions (``recommend.condition_table``),
+    with its band, against the training set; ``rule_short`` for the takeaway. A model whose gradients fit
+    one DDP bucket never hides its all-reduce, so no global batch meets both: it is said so, with the
+    all-reduce that follows backward on each machine and the global batch the fixed cost alone needs."""
+    texts, short, single, floors = {}, [], [], []
     for name in ("LinearNet", "ConvNet"):
         rows = conditions[conditions["model"] == name]
+        one = len(rows) > 0 and "buckets" in rows and rows["buckets"].eq(1).all()
+        if one:
+            single.append(name)
+            tails = banded(rows, "tail_seconds", 1e3)
+            needed = banded(rows, "floor_global_batch", whole=True)
+            after = [f"{tail} ms on {machine}" for machine, tail in zip(rows["machine"], tails, strict=True)]
+            alone = [f"{batch} on {machine}: {fits}"
+                     for machine, batch, fits in zip(rows["machine"], needed,
+                                                     rows["floor against the training set"],
+                                                     strict=True)]  # fmt: skip
+            texts[f"rule_{name.lower()}"] = (
+                f"`{name}`: its {_mib(rows['gradient_bytes'].iloc[0])} of gradients fill one DDP bucket at "
+                f"the {BUCKET_CAP_MB} MiB cap the step predictions assume, so no per-GPU batch hides its "
+                "all-reduce and no "
+                "global batch meets both conditions (the table's unbounded); the all-reduce follows backward "
+                f"instead, {listing(after)}. The fixed cost alone is outgrown from a global batch of "
+                + "; ".join(alone)
+                + "."
+            )
+            within, beyond = _against(rows, "floor against the training set")
+            floors.append(f"on {within} of {len(rows)} eight-GPU machines whatever the inputs for `{name}` "
+                          f"(on {beyond} never)")  # fmt: skip
+            continue
         needs = banded(rows, "global_batch", whole=True)
         parts = [f"{machine} needs a global batch of {batch}: {fits}"
                  for machine, batch, fits in zip(rows["machine"], needs, rows["against the training set"],
                                                  strict=True)]  # fmt: skip
         texts[f"rule_{name.lower()}"] = f"`{name}`: " + "; ".join(parts) + "." if parts else ""
         if len(rows):
-            within = rows["against the training set"].eq("within the dataset whatever the inputs")
-            beyond = rows["against the training set"].eq("more than the dataset holds whatever the inputs")
+            within, beyond = _against(rows, "against the training set")
             short.append(
-                f"`{name}` fits within the 2,700 clips on {within.sum()} of {len(rows)} eight-GPU machines "
-                f"whatever the inputs, on {beyond.sum()} never"
+                f"`{name}` fits within the 2,700 clips on {within} of {len(rows)} eight-GPU machines "
+                f"whatever the inputs, on {beyond} never"
             )
+    if single:
+        if len(single) == 1:
+            said = f"`{single[0]}`'s all-reduce cannot hide (one DDP bucket holds it), so it meets both "
+            said += "conditions on no machine"
+        else:
+            said = "Neither model's all-reduce can hide (one DDP bucket each), so neither meets both "
+            said += "conditions on any machine"
+        short.append(f"{said}; the fixed cost alone is outgrown within the 2,700 clips {listing(floors)}")
     texts["rule_short"] = "; ".join(short) + "." if short else ""
-    edge = conditions[conditions["hide_low"] <= 1]
-    texts["hide_note"] = (
-        f"At the band's edge on {listing(sorted(set(edge['machine'])))}, even a one-sample backward lasts as "
-        "long as the all-reduce (b*_hide = 1), so there only the second condition decides."
-        if len(edge)
-        else ""
-    )
+    several = conditions[conditions["buckets"] > 1] if "buckets" in conditions else conditions
+    edge = several[several["hide_low"] <= 1]
+    notes = []
+    if single:
+        notes.append(
+            "For a one-bucket model the first condition is therefore a cost, not a threshold: it pays that "
+            "all-reduce after every backward, and more GPUs still pay off where the compute they divide "
+            "outweighs it, which the step predictions of 5.7 weigh."
+        )
+        notes.append(first_bucket_note(single))
+    if len(edge):
+        notes.append(
+            f"At the band's edge on {listing(sorted(set(edge['machine'])))}, even a one-sample backward "
+            "hides the all-reduce of every bucket but the last (b*_hide = 1), so there only the second "
+            "condition decides."
+        )
+    texts["hide_note"] = " ".join(note for note in notes if note)
     return texts
 
 

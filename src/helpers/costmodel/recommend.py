@@ -76,6 +76,42 @@ NO_GPU_MEASURED = (
 
 Compute = Callable[[int], dict]  # per-GPU batch → forward, backward and optimizer seconds
 
+BUCKET_CAP_MB = 25  # DDP's bucket cap, given as the book's launches give it: the first bucket capped alike
+DEFAULT_FIRST_BUCKET_MB = 1  # DDP's smaller first bucket when ``bucket_cap_mb`` is left unset
+ONE_BUCKET = "none: one bucket, so the all-reduce never hides"  # a one-bucket model against the data
+
+
+def ddp_buckets(model: str, bucket_cap_mb: float = BUCKET_CAP_MB, first_bucket_mb: float | None = None):
+    """Bytes of each DDP bucket of ``model``'s gradients, in the order backward fills them: at
+    ``bucket_cap_mb`` every bucket closes once it holds the cap (``ddp.ddp_bucket_bytes``: DDP with the cap
+    given, as the step predictions and the book's launches have it); with ``first_bucket_mb`` the first
+    closes at that size instead (DDP with the cap left unset: 1 MiB, ``DEFAULT_FIRST_BUCKET_MB``)."""
+    sizes = gradient_sizes(model)
+    if first_bucket_mb is None:
+        return ddp_bucket_bytes(sizes, bucket_cap_mb)
+    produced = 0
+    for index, size in enumerate(sizes):
+        produced += size
+        if produced >= first_bucket_mb * 2**20:
+            return [produced, *ddp_bucket_bytes(sizes[index + 1 :], bucket_cap_mb)]
+    return [produced]
+
+
+def hidden_but_last(backward_seconds: float, bucket_bytes: list[float], all_reduce_seconds) -> bool:
+    """Whether backward hides every bucket's all-reduce but the last's, the most DDP can hide: bucket j is
+    ready once backward has produced its share of the bytes and its all-reduce starts when the one before
+    has ended (``timemodel.overlapped_all_reduce_finish``); all of them up to the last must end by the end
+    of backward. The last bucket is ready only when backward ends, so its all-reduce always follows it;
+    with one bucket that is the whole all-reduce, and nothing hides, at any batch."""
+    if len(bucket_bytes) < 2:
+        return False
+    total = sum(bucket_bytes)
+    finish = produced = 0.0
+    for size in bucket_bytes[:-1]:
+        produced += size
+        finish = max(backward_seconds * produced / total, finish) + all_reduce_seconds(size)
+    return finish <= backward_seconds
+
 
 def roofline_compute(model: str, gpu: GPU, scenario: Scenario = CENTRAL) -> Compute:
     """The roofline's forward, backward and optimizer seconds of ``model`` on ``gpu`` at a batch."""
@@ -200,7 +236,7 @@ def predict_gpu_step(
     compute: Compute,
     link: Link,
     *,
-    bucket_cap_mb: float = 25,
+    bucket_cap_mb: float = BUCKET_CAP_MB,
     op_seconds: float = OP_OVERHEAD.central,
     bus_bandwidth: float | None = None,
 ) -> dict:
@@ -239,7 +275,7 @@ def predict_gpu_step(
     else:
         largest = max(ddp_shards(global_batch, gpus))
         phases = compute(largest)
-        buckets = ddp_bucket_bytes(gradient_sizes(model), bucket_cap_mb)
+        buckets = ddp_buckets(model, bucket_cap_mb)
 
         def all_reduce(nbytes: float) -> float:
             return ring_all_reduce_seconds(nbytes, gpus, link.alpha_seconds, beta)
@@ -456,30 +492,44 @@ def fastest_batches(bands: pd.DataFrame) -> pd.DataFrame:
     return best.sort_values(["model", "seconds_to_target"]).reset_index(drop=True)
 
 
-def batch_conditions(model: str, machine: str, largest: int = 1 << 16) -> pd.DataFrame:
+def batch_conditions(
+    model: str, machine: str, largest: int = 1 << 16, bucket_cap_mb: float = BUCKET_CAP_MB
+) -> pd.DataFrame:
     """The two per-GPU batches above which adding GPUs pays, per scenario, on ``machine``'s GPUs:
 
-    - ``hide``: the smallest b whose predicted backward lasts as long as the all-reduce of the model's
-      gradient on all its GPUs (DDP can then hide the communication; None: not up to ``largest``);
+    - ``hide``: the smallest b whose predicted backward hides the all-reduce of every DDP bucket but the
+      last (``hidden_but_last``, buckets at ``bucket_cap_mb`` as the step predictions have them); None
+      where no b up to ``largest`` does, and always for a model whose gradients fit one bucket: that
+      bucket is handed over when backward ends, so its all-reduce follows backward at any batch;
     - ``floor``: the smallest b whose convolutions and matrix products take as long as what every GPU
       repeats each step whatever its batch (its host ops and the optimizer): below it, each GPU's step is
       mostly fixed cost, and dividing the batch over more GPUs divides little.
 
-    ``global_batch`` is k × the larger of the two: the global batch that makes both hold.
+    ``tail_seconds`` is the all-reduce that follows backward however large b: the last bucket's (with one
+    bucket, the whole gradient's). ``global_batch`` is k × the larger of the two: the global batch that
+    makes both hold (None where ``hide`` is).
     """
     config = configs.configuration(machine)
     gpu, link, k = GPUS[config.gpu], LINKS[config.link], config.gpus
+    buckets = ddp_buckets(model, bucket_cap_mb)
     rows = []
     for label, scenario in scenarios():
         shard = scenario.at_shard()  # each GPU computes its shard of the global batch
         compute = roofline_compute(model, gpu, shard)
-        needed = ring_all_reduce_seconds(gradient_bytes(model), k, link.alpha_seconds,
-                                         1 / link.bus(scenario.link))  # fmt: skip
-        hide = _smallest(lambda b, c=compute, n=needed: c(b)["backward"] >= n, largest)
+
+        def all_reduce(nbytes: float, level: str = scenario.link) -> float:
+            return ring_all_reduce_seconds(nbytes, k, link.alpha_seconds, 1 / link.bus(level))
+
+        hide = _smallest(
+            lambda b, c=compute, f=all_reduce: hidden_but_last(c(b)["backward"], buckets, f), largest
+        ) if len(buckets) > 1 else None  # fmt: skip
         floor = math.ceil(fixed_step_seconds(model, gpu, shard) / arithmetic_seconds(model, 1, gpu, shard))
         both = None if hide is None else k * max(hide, floor)
         rows.append({"model": model, "machine": machine, "gpus": k, "scenario": label, "hide": hide,
-                     "floor": floor, "global_batch": both})  # fmt: skip
+                     "floor": floor, "global_batch": both, "floor_global_batch": k * floor,
+                     "buckets": len(buckets), "gradient_bytes": sum(buckets),
+                     "last_bucket_bytes": buckets[-1],
+                     "tail_seconds": all_reduce(buckets[-1])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -497,31 +547,45 @@ def _smallest(holds: Callable[[int], bool], largest: int) -> int | None:
     return low
 
 
-def condition_table(models, machines, cap: int = TRAIN_CLIPS) -> pd.DataFrame:
-    """``batch_conditions`` summarized per model and machine: each condition's per-GPU batch and the
-    global batch both need, central with lowest and highest over the band (``hide_high`` infinite where
-    some scenario never hides the all-reduce), and whether the training set (``cap`` clips) holds that
-    global batch over the whole band, or what decides it."""
+def _against_data(frame: pd.DataFrame, column: str, cap: int) -> str:
+    """Whether the training set (``cap`` clips) holds the global batch of ``column`` over the whole band
+    of ``frame`` (``batch_conditions``' scenarios), or what decides it."""
+    need = frame[column]
+    if need.max() <= cap:
+        return "within the dataset whatever the inputs"
+    if need.min() > cap:
+        return "more than the dataset holds whatever the inputs"
+    deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
+    return "within the dataset or not, depending on " + (
+        " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
+    )
+
+
+def condition_table(models, machines, cap: int = TRAIN_CLIPS, bucket_cap_mb: float = BUCKET_CAP_MB):
+    """``batch_conditions`` summarized per model and machine: each condition's per-GPU batch, the global
+    batch both need and the one the fixed cost alone needs (``floor_global_batch``), and the all-reduce
+    that follows backward (``tail_seconds``), central with lowest and highest over the band (``hide_high``
+    infinite where some scenario never hides the all-reduce; all of ``hide`` infinite for a one-bucket
+    model, which never hides it); the model's DDP ``buckets``; and whether the training set (``cap``
+    clips) holds the global batch over the whole band, or what decides it (``ONE_BUCKET`` where no batch
+    can meet both), and the same for the fixed cost alone (``floor against the training set``)."""
     rows = []
     for model in models:
         for machine in machines:
-            frame = batch_conditions(model, machine).fillna({"hide": np.inf, "global_batch": np.inf})
+            frame = batch_conditions(model, machine, bucket_cap_mb=bucket_cap_mb).fillna(
+                {"hide": np.inf, "global_batch": np.inf}
+            )
             central = frame[frame["scenario"] == "central"].iloc[0]
-            need = frame["global_batch"]
-            if need.max() <= cap:
-                fits = "within the dataset whatever the inputs"
-            elif need.min() > cap:
-                fits = "more than the dataset holds whatever the inputs"
-            else:
-                deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
-                fits = "within the dataset or not, depending on " + (
-                    " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
-                )
-            row = {"model": model, "machine": machine, "gpus": int(central["gpus"])}
-            for column in ("hide", "floor", "global_batch"):
+            one = int(central["buckets"]) == 1
+            row = {"model": model, "machine": machine, "gpus": int(central["gpus"]),
+                   "buckets": int(central["buckets"]), "gradient_bytes": int(central["gradient_bytes"]),
+                   "last_bucket_bytes": int(central["last_bucket_bytes"])}  # fmt: skip
+            for column in ("hide", "floor", "global_batch", "floor_global_batch", "tail_seconds"):
                 row[column], row[f"{column}_low"], row[f"{column}_high"] = (
                     central[column], frame[column].min(), frame[column].max())  # fmt: skip
-            rows.append({**row, "against the training set": fits})
+            rows.append({**row, "against the training set": ONE_BUCKET if one else _against_data(
+                frame, "global_batch", cap), "floor against the training set": _against_data(
+                frame, "floor_global_batch", cap)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

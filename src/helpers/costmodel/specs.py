@@ -256,8 +256,8 @@ LINKS = {
         "NVLink 4 (H200 SXM)", 450e9, 370e9, NVLINK_RANGE[0] * 450e9, 480e9, NVLINK_ALPHA,
         "the H100 SXM's NVLink 4 figures (the same 900 GB/s NVLink and NVSwitch baseboard): no published "
         "busbw of 8 H200s was found; band as for the H100",
-        "NVIDIA H200 datasheet: NVLink 900 GB/s both ways per GPU; github.com/NVIDIA/nccl-tests/issues/212 "
-        "for the H100's busbw", "2024-07",
+        "NVIDIA H200 datasheet (July 2024): NVLink 900 GB/s both ways per GPU; "
+        "github.com/NVIDIA/nccl-tests/issues/212 (2024-05-06) for the H100's busbw", "2024-07",
     ),
 }  # fmt: skip
 

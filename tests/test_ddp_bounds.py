@@ -1,0 +1,161 @@
+"""helpers.ddp_bounds: the most a bucket size or a compression can change a step, and how it reads."""
+
+import pytest
+from test_ddp_results import launches
+
+from helpers import ddp_bounds
+
+CONV_BYTES = 1_504_800  # ConvNet's float32 gradients: its parameters x 4
+
+
+def test_the_alpha_beta_all_reduce_of_buckets_one_after_the_other():
+    fit = {"alpha_seconds": 1e-4, "seconds_per_byte": 1e-9}
+    # two ranks: each bucket 2(k-1)(α + nβ/k) = 2α + nβ: 2e-4 + 400e-9, then 2e-4 + 4,000e-9
+    assert ddp_bounds.modelled_allreduce_seconds([400, 4000], 2, fit) == pytest.approx(4.044e-4)
+    assert ddp_bounds.modelled_allreduce_seconds([400], 1, fit) == 0
+
+
+def compression_runs(candidate_medians, compressed_allreduce=0.03, buckets=2):
+    """LinearNet's gradients in ``buckets`` equal buckets, uncompressed and in bf16 (two: they can overlap
+    the backward pass, so the bound is each side's whole all-reduce)."""
+    none = launches({"compression": None}, [0.30, 0.31, 0.29], allreduce=[0.05] * 3,
+                    buckets=[48_408_880 // buckets] * buckets)  # fmt: skip
+    bf16 = launches({"compression": "bf16"}, candidate_medians, allreduce=[compressed_allreduce] * 3,
+                    buckets=[24_204_440 // buckets] * buckets)  # fmt: skip
+    return none + bf16
+
+
+FIT = {"alpha_seconds": 0.0, "seconds_per_byte": 1e-9}
+
+
+def bound_of(candidate_medians, compressed_allreduce=0.03, buckets=2):
+    runs = compression_runs(candidate_medians, compressed_allreduce, buckets)
+    return ddp_bounds.communication_bound(runs, {"compression": None}, {"compression": "bf16"}, FIT)
+
+
+def test_compression_saves_at_most_the_all_reduce_it_changes():
+    bound = bound_of([0.28, 0.29, 0.27])
+    # α-β, two ranks: 48,408,880 B x 1 ns = 48.4 ms, halved to 24.2 ms; the hook timed 50 and 30 ms
+    assert bound["model_seconds"] == pytest.approx([0.04840888, 0.02420444])
+    assert bound["expected_seconds"] == pytest.approx(0.02420444)
+    assert bound["hook_seconds"] == pytest.approx([0.05, 0.03])
+    assert bound["most_saved"] == pytest.approx(0.05) and bound["most_lost"] == pytest.approx(0.03)
+    assert bound["saved_seconds"] == pytest.approx(0.30 - 0.28) and bound["buckets"] == [2, 2]
+    # launch medians 0.29-0.31 against 0.27-0.29: speed-ups from 0.29/0.29 = 1 to 0.31/0.27 = 1.148, so
+    # at the baseline's 0.30 s between 0 and 0.30 x (1 - 0.27/0.31) = 38.7 ms saved: not resolved
+    assert bound["saved_low"] == pytest.approx(0.0, abs=1e-12)
+    assert bound["saved_high"] == pytest.approx(0.30 * (1 - 0.27 / 0.31))
+    summary = ddp_bounds.bound_summary("bf16 against none", bound)
+    assert summary == (
+        "bf16 against none: not resolved, 1.07× (1.00–1.15×, 3 launches each); between 0 and 38.7 ms saved "
+        "per step; it can move a step by at most 50.0 ms saved or 30.0 ms lost."
+    )
+    assert ddp_bounds.bound_sentence("bf16 against none", bound) == summary + (
+        " The all-reduce it changes, timed in the hook, the conversions to and from bf16 included, went from "
+        "50.0 to 30.0 ms per step (25.0 to 15.0 ms of it after the backward pass's last gradient); the α-β "
+        "model has 48.4 to 24.2 ms."
+    )
+    assert ddp_bounds.bound_limits(bound) == "at most 50.0 ms saved or 30.0 ms lost"
+    table = ddp_bounds.bound_table({"bf16": bound})
+    assert table.loc["all-reduce in flight, timed in the hook (ms)", "bf16"] == "50.0 → 30.0"
+    assert table.loc["of it after backward's last gradient (ms)", "bf16"] == "25.0 → 15.0"
+    assert table.loc["most it can save (ms)", "bf16"] == "50.0"
+    assert table.loc["most it can cost (ms)", "bf16"] == "30.0"
+    # savings and costs in words, never a negative saving; the step in ms like every table of the chapter
+    assert table.loc["measured per step, interval (ms)", "bf16"] == "0 to 38.7 saved"
+    assert table.loc["measured per step, medians (ms)", "bf16"] == "20.0 saved"
+    assert table.loc["α-β model, if nothing overlaps (ms)", "bf16"] == "24.2 saved"
+    assert table.loc["step time (ms)", "bf16"] == "300 → 280"
+    assert ddp_bounds.saved_words(-0.00281) == "2.81 lost" and ddp_bounds.saved_words(0.0) == "0"
+    assert ddp_bounds.saved_range(-0.0868, 0.0113) == "86.8 lost to 11.3 saved"
+    assert ddp_bounds.saved_range(-0.009, -0.005) == "5.00 to 9.00 lost"
+
+
+def test_with_one_bucket_nothing_overlaps_and_only_the_difference_can_show():
+    one = bound_of([0.28, 0.29, 0.27], buckets=1)
+    # the hook's 50 → 30 ms saves 20 ms, the model's 48.4 → 24.2 ms saves 24.2 ms: at most the larger,
+    # and nothing can be lost
+    assert one["buckets"] == [1, 1]
+    assert one["most_saved"] == pytest.approx(0.02420444) and one["most_lost"] == 0.0
+    assert ddp_bounds.bound_limits(one) == "at most 24.2 ms saved or 0 ms lost"
+    # conversions that make the hook slower (50 → 60 ms) are what bf16 can cost
+    dearer = bound_of([0.30, 0.31, 0.29], compressed_allreduce=0.06, buckets=1)
+    assert dearer["most_lost"] == pytest.approx(0.01) and dearer["most_saved"] == pytest.approx(0.02420444)
+
+
+def test_a_resolved_difference_beyond_the_bound_is_not_the_all_reduce_s_doing():
+    slower = bound_of([0.40, 0.41, 0.39])
+    # speed-ups 0.29/0.41 = 0.707 to 0.31/0.39 = 0.795, all below 1: at 0.30 s, 0.30 x (1 - 0.41/0.29) =
+    # -124 ms to 0.30 x (1 - 0.39/0.31) = -77.4 ms, beyond the 30 ms the bf16 all-reduce takes
+    assert ddp_bounds.bound_summary("bf16", slower) == (
+        "bf16: slower, 0.75× (0.71–0.79×, 3 launches each); 100 ms lost per step (between 77.4 and 124 ms "
+        "lost); it can move a step by at most 50.0 ms saved or 30.0 ms lost, so that difference is not its "
+        "doing."
+    )
+    faster = bound_of([0.10, 0.11, 0.09])  # 200 ms saved against a 50 ms all-reduce
+    assert faster["saved_low"] > faster["most_saved"]
+    assert ddp_bounds.bound_summary("bf16", faster).endswith("so that difference is not its doing.")
+
+
+def test_what_the_hook_and_the_model_say_together_about_compression():
+    # the model halves the all-reduce (48.4 → 24.2 ms); the hook, conversions included, does not shorten
+    # it (50 → 50 ms: within 10 %) or lengthens it (50 → 60 ms)
+    same = ddp_bounds.bound_sentence("bf16", bound_of([0.30, 0.31, 0.29], compressed_allreduce=0.05))
+    assert same.endswith(
+        "So bf16 did not shorten the hook-timed all-reduce that its fewer bytes shorten in the model: here "
+        "the conversions took about what the bytes saved."
+    )
+    longer = ddp_bounds.bound_sentence("bf16", bound_of([0.30, 0.31, 0.29], compressed_allreduce=0.06))
+    assert "So bf16 lengthened the hook-timed all-reduce" in longer
+    # launch medians 0.29-0.31 on both sides: 0.30 x (1 - 0.31/0.29) = -20.7 to +19.4 ms, inside the 50 ms
+    # it could save and the 60 ms it could cost
+    assert "reaches beyond" not in longer
+    noisy = ddp_bounds.bound_sentence("bf16", bound_of([0.10, 0.30, 0.60], compressed_allreduce=0.02))
+    # speed-ups 0.29/0.60 to 0.31/0.10: at 0.30 s from 321 ms lost to 203 ms saved, beyond both the 50 ms
+    # the all-reduce could save and the 24.2 ms (α-β model, larger than the hook's 20 ms) it could cost
+    assert noisy.endswith(
+        "The launches' interval reaches beyond what the setting can change both ways: their spread is "
+        "larger than anything this setting could do, so they cannot show its effect."
+    )
+
+
+def test_chapter_bounds_compare_each_setting_with_the_default():
+    fit = {"alpha_seconds": 0.0, "seconds_per_byte": 1e-9}
+    caps = launches({"model": "ConvNet", "bucket_cap_mb": 25}, [1.0] * 3, allreduce=[0.002] * 3) + launches(
+        {"model": "ConvNet", "bucket_cap_mb": 0.25}, [1.0] * 3, allreduce=[0.003] * 3, buckets=[60, 40]
+    )
+    compressed = [({**v, "model": "LinearNet"}, r) for v, r in compression_runs([0.3] * 3)]
+    bounds = ddp_bounds.chapter_bounds({"buckets": caps, "compression": compressed}, fit)
+    assert list(bounds) == ["bf16 against none, LinearNet", "0.25 MiB buckets against 25 MiB, ConvNet"]
+    assert bounds["0.25 MiB buckets against 25 MiB, ConvNet"]["buckets"] == [1, 2]
+    # the table's columns are headed as their arrows run, baseline → candidate
+    table = ddp_bounds.bound_table(bounds)
+    assert table.columns.tolist() == ["none → bf16, LinearNet", "25 MiB → 0.25 MiB buckets, ConvNet"]
+    assert table.loc["buckets per step", "25 MiB → 0.25 MiB buckets, ConvNet"] == "1 → 2"
+
+
+def test_a_bound_that_is_mostly_waiting_for_backward_passes_says_so():
+    # 0.25 MiB buckets on four ranks sharing one GPU (the gpu edition's ConvNet): the hook has 25.3 ms in
+    # flight, 1.69 ms of it after the last gradient, where the α-β model has 5.38 ms for the all-reduce
+    base = launches({"bucket_cap_mb": 25}, [0.0407] * 3, allreduce=[0.00233] * 3, buckets=[CONV_BYTES])
+    small = launches({"bucket_cap_mb": 0.25}, [0.0400] * 3, allreduce=[0.0253] * 3,
+                     buckets=[804_440, 660_040, 40_320])  # fmt: skip
+    for _, rec in small:
+        rec["result"]["exposed_allreduce_seconds_all"] = [0.00169] * 3
+    for _, rec in base:
+        rec["result"]["exposed_allreduce_seconds_all"] = [0.00233] * 3
+    fit = {"alpha_seconds": 0.0, "seconds_per_byte": 5.38e-3 / CONV_BYTES}  # 5.38 ms on two ranks
+    bound = ddp_bounds.communication_bound(base + small, {"bucket_cap_mb": 25}, {"bucket_cap_mb": 0.25}, fit)
+    assert bound["waits"] == [False, True] and bound["most_lost"] == pytest.approx(0.0253)
+    assert ddp_bounds.bound_limits(bound) == (
+        "at most 5.38 ms saved or 25.3 ms lost (the hook's time in flight, mostly waiting for backward "
+        "passes, not communication: a loose bound)"
+    )
+    table = ddp_bounds.bound_table({"buckets": bound})
+    assert table.loc["most it can cost (ms)", "buckets"] == "25.3 (loose: mostly waiting)"  # said below
+    assert table.loc["most it can save (ms)", "buckets"] == "5.38"
+    assert "backward passes that take turns on one NVIDIA H200 here, not communication" in (
+        ddp_bounds.bound_sentence("buckets", bound, "one NVIDIA H200")
+    )
+    assert not ddp_bounds.waiting(0.05, 0.025, 0.0484)  # a hook's time near the model's is communication
+    assert not ddp_bounds.waiting(0.05, 0.025, 0.0242)  # as much after the last gradient as the model has
