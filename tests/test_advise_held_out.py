@@ -160,3 +160,8 @@ def test_one_launch_has_no_interval_to_agree_with():
     assert "interval_setting" not in setting
     assert setting["launch_setting"] == "The 2 ranks are then launched once for real with Gloo"
     assert "(at 2 ranks, 1 core each)" in setting["held_out_setting"]
+
+
+def test_the_calibration_runs_read_in_the_plural_only_when_several():
+    assert held_out.calibration_runs(3) == {"calibration_runs": "3 independent runs each"}
+    assert held_out.calibration_runs(1) == {"calibration_runs": "one run each"}

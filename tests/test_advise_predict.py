@@ -92,6 +92,29 @@ def test_a_one_bucket_model_s_all_reduce_is_never_said_to_hide():
         )
     view = report.condition_view(advice)
     assert view["all-reduce"].str.startswith("after backward, never hidden: ").all()
+    assert "b*_floor, above fixed cost" in view.columns
+
+
+def test_why_slower_leaves_out_the_machines_predicted_faster():
+    """7.5 asks why multi-GPU training is slower: a machine predicted faster whatever the inputs (ConvNet
+    on every one at a global batch of 64) pays the same kinds of cost and outweighs them, so its costs are
+    no answer; LinearNet on an L4 machine, slower whatever the inputs, keeps its reasons."""
+    convnet = predict.advise(counting.count_book_model("ConvNet"), 64, gpu_counts=(1, 8), samples=2700)
+    multi = convnet.machines[convnet.machines["gpus"] > 1]
+    faster = list(multi.loc[multi["faster"] == "faster whatever the inputs", "machine"])
+    assert faster  # ConvNet outgrows its costs on some machine
+    applies, left_out = report.why_slower(convnet)
+    assert left_out == faster and not set(applies["machine"]) & set(faster)
+    assert "applies" not in applies.columns
+    assert report.faster_note(left_out).startswith(f"On {report.joined(faster)}, predicted faster whatever")
+    assert report.faster_note([]) == ""
+    text = report.render(convnet)
+    assert "on each machine not predicted faster whatever the inputs" in text
+    assert f"- left out, predicted faster whatever the inputs: {', '.join(faster)}" in text
+    assert "b*_hide" in text and "b*_floor that outgrows the fixed cost" in text
+    linear = predict.advise(counting.count_book_model("LinearNet"), 16, gpu_counts=(1, 8), samples=2700)
+    applies, _ = report.why_slower(linear)
+    assert "AWS g6.48xlarge" in set(applies["machine"])
 
 
 def test_a_many_bucket_model_s_all_reduce_hides_from_b_star_but_for_its_last_bucket():
@@ -104,7 +127,7 @@ def test_a_many_bucket_model_s_all_reduce_hides_from_b_star_but_for_its_last_buc
     )
     assert (
         predict.all_reduce_words(row, 8)
-        == "the all-reduce is not hidden below 13 per GPU (this batch gives 8)"
+        == "the all-reduce is not hidden below b*_hide = 13 per GPU (this batch gives 8)"
     )
 
 

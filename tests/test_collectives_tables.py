@@ -141,13 +141,15 @@ def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
     priced = fits.query("operation == 'all_reduce'").iloc[0].to_dict()
     assert link_reading.describe_pricing(fits, priced, "gloo", "cpu") == (
         "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models: this fit, where "
-        "chapter 5 is executed from this machine's records."
+        "chapter 5 is executed from this machine's records; a chapter 5 executed from another machine's "
+        "records, as another edition's may be, uses that machine's own fit."
     )
     other = {"alpha_seconds": 5e-5, "seconds_per_byte": 2e-9, "bandwidth_bytes_per_second": 5e8}
     assert link_reading.describe_pricing(fits, other, "gloo", "cpu") == (
         "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models; executed from "
         "this machine's records it would use another two-rank benchmark of this results folder, the one with "
-        "the most message sizes: α = 50 µs and 1/β = 0.50 GB/s."
+        "the most message sizes: α = 50 µs and 1/β = 0.50 GB/s; a chapter 5 executed from another machine's "
+        "records, as another edition's may be, uses that machine's own fit."
     )
     # the same 2.00x inside a two-rank fit that lies 150 % from its own points singles nothing out
     assert link_reading.describe_beyond(beyond, cores=2, fit_error=1.5).endswith(
@@ -320,14 +322,14 @@ def test_a_ratio_whose_sizes_straddle_one_says_so():
     frame = synthetic(20e-6, 1e-9, 2)
     fits = runs.alpha_beta_fits(frame, world_sizes=[2])
     three = tables.beyond_the_fit(pd.concat([frame, synthetic(20e-6, 1e-9, 3)], ignore_index=True), fits)
-    # the H200's Gloo ranks: 0.90x at the median size, 0.71x to 1.12x over the sizes
+    # the H200's Gloo ranks: 0.90x over the sizes (median), 0.71x to 1.12x over the sizes
     mixed = three.assign(
         **{"measured ÷ two-rank model, median": 0.9, "range over message sizes": "0.71–1.12"}
     )
     assert link_reading.describe_beyond(mixed, cores=16).endswith(
-        "0.71–1.12×, so some sizes lie on the other side of the fit): about 10% faster than predicted at "
-        "the median size, a miss smaller than the spread over sizes, so the fit carries over to within about "
-        "29%."
+        "0.71–1.12×, so some sizes lie on the other side of the fit): about 10% faster than predicted over "
+        "the sizes (median), a miss smaller than the spread over sizes, so the fit carries over to within "
+        "about 29%."
     )
     inside = mixed.assign(**{"measured ÷ two-rank model, median": 1.02})  # within 10 %: it carries over
     assert link_reading.describe_beyond(inside, cores=16).endswith(
@@ -355,12 +357,12 @@ def test_the_verdict_on_more_ranks_reads_alike_on_either_side_of_one():
     )
     # sizes on both sides, a miss within their spread: carries over to within the furthest, either side
     assert said(1.15, "0.88–1.29", fit_error=0.069).endswith(
-        "about 15% slower than predicted at the median size, a miss smaller than the spread over sizes, so "
-        "the fit carries over to within about 29% (on two ranks it lies 7% from its own points, median)."
+        "about 15% slower than predicted over the sizes (median), a miss smaller than the spread over sizes, "
+        "so the fit carries over to within about 29% (on two ranks it lies 7% from its own points, median)."
     )
     assert said(0.85, "0.71–1.12", fit_error=0.069).endswith(
-        "about 15% faster than predicted at the median size, a miss smaller than the spread over sizes, so "
-        "the fit carries over to within about 29% (on two ranks it lies 7% from its own points, median)."
+        "about 15% faster than predicted over the sizes (median), a miss smaller than the spread over sizes, "
+        "so the fit carries over to within about 29% (on two ranks it lies 7% from its own points, median)."
     )
     # a miss beyond the spread of the sizes is a verdict of direction, whichever side
     assert said(0.39, "0.31–1.31", fit_error=0.56).endswith(

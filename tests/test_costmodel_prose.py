@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from helpers.costmodel import gpus, prose, recommend, seed, specs
+from helpers.costmodel import gpus, prose, seed, specs
 
 FASTER, SLOWER, DEARER = (
     "faster whatever the inputs",
@@ -113,54 +113,38 @@ def test_the_seed_verdicts_agree_only_where_every_batch_and_band_does():
     assert agreeing["seed_agrees"] == "agree"
 
 
-def test_the_rule_counts_machines_whose_global_batch_fits_the_training_set():
-    conditions = pd.DataFrame({
-        "model": ["LinearNet"] * 2, "machine": ["p5", "g6"], "global_batch": [2864.0, float("inf")],
-        "global_batch_low": [920.0, 5000.0], "global_batch_high": [8320.0, float("inf")], "hide_low": [1, 40],
-        "against the training set": ["within the dataset or not, depending on the inputs together",
-                                     "more than the dataset holds whatever the inputs"],
+def test_the_two_ddp_methods_are_identical_for_one_bucket_and_close_for_several():
+    """LinearNet at 25 MiB makes one bucket, so overlap hides nothing and the two DDP predictions are the
+    same by construction; ConvNet at 0.25 MiB makes three, where they differ a little."""
+    measurements = pd.DataFrame({
+        "measurement": ["a", "b", "c"], "model": ["LinearNet", "ConvNet", "ConvNet"],
+        "bucket_cap_mb": [25, 25, 0.25], "compression": [None, "bf16", None],
     })  # fmt: skip
-    said = prose.rule_sentences(conditions)
-    assert said["rule_linearnet"].startswith(
-        "`LinearNet`: p5 needs a global batch of 2,864 (920–8,320): within"
+    predicted = {"a": (1.0, 1.0), "b": (2.0, 2.0), "c": (3.0, 3.012)}
+    validated = pd.DataFrame([
+        {**row, "method": method, "predicted_seconds": predicted[row["measurement"]][index]}
+        for row in measurements.to_dict("records")
+        for index, method in enumerate(("ddp_no_overlap", "ddp_overlap"))
+    ])  # fmt: skip
+    summary = pd.DataFrame({
+        "model": ["LinearNet", "LinearNet", "ConvNet", "ConvNet"],
+        "method": ["ddp_no_overlap", "ddp_overlap"] * 2,
+        "points": 2, "predictions_above": 1, "within_measured_range": 1, "mape_percent": 5.0,
+        "mean_error_percent": 0.0,
+    })  # fmt: skip
+    note = prose.time_model_sentences(summary, validated)["ddp_methods_note"]
+    assert note == (
+        "On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to 0.4 %); they count as one "
+        "method here. For `LinearNet` and `ConvNet` at 25 MiB they are identical by construction: the "
+        "gradients make one DDP bucket, handed over when backward ends, so both put its whole all-reduce "
+        "after backward. For `ConvNet` at 0.25 MiB (3 buckets) they differ by at most 0.4 %: the buckets' "
+        "all-reduces are short next to the compute, so hiding all but the last changes little."
     )
-    assert said["rule_short"] == (
-        "`LinearNet` fits within the 2,700 clips on 0 of 2 eight-GPU machines whatever the inputs, on 1 "
-        "never."
-    )
-    assert said["hide_note"].startswith("At the band's edge on p5, even a one-sample backward")
-
-
-def test_the_rule_says_a_one_bucket_model_never_hides_and_what_follows_backward():
-    """Chapter 5's models at the 25 MiB cap: one bucket each, so the rule says no batch hides the all-reduce,
-    gives its time after backward per machine and the global batch the fixed cost alone needs; and, with
-    DDP's 1 MiB first bucket, that ConvNet's first bucket could overlap only the backward of what remains."""
-    conditions = recommend.condition_table(("LinearNet", "ConvNet"), ("AWS p5.48xlarge", "AWS g6.48xlarge"))
-    said = prose.rule_sentences(conditions)
-    for name, size in (("LinearNet", "46.2 MiB"), ("ConvNet", "1.44 MiB")):
-        text = said[f"rule_{name.lower()}"]
-        assert text.startswith(f"`{name}`: its {size} of gradients fill one DDP bucket at the 25 MiB cap")
-        assert "no per-GPU batch hides its all-reduce" in text and "needs a global batch" not in text
-        assert "hides behind backward" not in text
-    row = conditions.set_index(["model", "machine"]).loc[("ConvNet", "AWS p5.48xlarge")]
-    tail = f"{row['tail_seconds'] * 1e3:.3g}"
-    assert f"the all-reduce follows backward instead, {tail} (" in said["rule_convnet"]
-    assert (
-        "The fixed cost alone is outgrown from a global batch of 32 (8–104) on AWS p5.48xlarge"
-        in (said["rule_convnet"])
-    )
-    assert said["rule_short"] == (
-        "Neither model's all-reduce can hide (one DDP bucket each), so neither meets both conditions on any "
-        "machine; the fixed cost alone is outgrown within the 2,700 clips on 0 of 2 eight-GPU machines "
-        "whatever the inputs for `LinearNet` (on 0 never) and on 2 of 2 eight-GPU machines whatever the "
-        "inputs for `ConvNet` (on 0 never)."
-    )
-    alone = prose.rule_sentences(conditions[conditions["model"] == "ConvNet"])["rule_short"]
-    assert alone.startswith("`ConvNet`'s all-reduce cannot hide (one DDP bucket holds it)")
-    assert "`ConvNet`'s a first of 1.4 MiB and 0.0383 MiB after it" in said["hide_note"]
-    assert "`LinearNet`'s gradients would still make one bucket" in said["hide_note"]
-    assert "At the band's edge" not in said["hide_note"]
-    assert said["hide_note"].startswith("For a one-bucket model the first condition is therefore a cost")
+    only_one = prose.time_model_sentences(summary, validated[validated["measurement"] == "a"])
+    assert "short next to the compute" not in only_one["ddp_methods_note"]
+    assert "(to 0.0 %)" in only_one["ddp_methods_note"]
+    apart = prose.time_model_sentences(summary, validated.replace({3.012: 3.3}))["ddp_methods_note"]
+    assert apart.startswith("`ddp_overlap` and `ddp_no_overlap` differ by up to 10 % here. For `LinearNet`")
 
 
 @pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])

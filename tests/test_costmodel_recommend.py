@@ -7,7 +7,6 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import gpus, recommend, specs, tables
 from helpers.costmodel.timemodel import ComputeLine
 from helpers.dataparallel import SAMPLE_BYTES
@@ -157,60 +156,6 @@ def test_summaries_of_the_renters_choice():
     assert table["speed-up (×)"].str.fullmatch(r"\S+ \(\S+–\S+\)").all()
 
 
-def test_the_two_conditions_on_the_per_gpu_batch():
-    """LinearNet at a 0.25 MiB cap: two buckets (0.39 MiB, then its 45.8 MiB first-layer weight), so the
-    first can hide behind backward; the floor is the fixed cost over one sample's arithmetic."""
-    frame = recommend.batch_conditions("LinearNet", "AWS p5.48xlarge", bucket_cap_mb=0.25)
-    central = frame[frame["scenario"] == "central"].iloc[0]
-    # floor: 37 ops at 10 µs plus Adam's 338,862,160 B at 70 % of 3,350 GB/s, over one sample's 48,608,840
-    # matrix-product FLOPs at 50 % of 67 TFLOP/s: 5.14504e-4 s / 1.45101e-6 s = 354.6, so 355
-    assert central["floor"] == 355
-    h100, link = specs.GPUS["H100 SXM 80 GB"], specs.LINKS["NVLink 4 (H100 SXM)"]
-    compute = recommend.roofline_compute("LinearNet", h100)
-    buckets = recommend.ddp_buckets("LinearNet", 0.25)
-    assert len(buckets) == central["buckets"] == 2 and central["last_bucket_bytes"] == buckets[-1]
-
-    def all_reduce(nbytes):
-        return ring_all_reduce_seconds(nbytes, 8, link.alpha_seconds, 1 / link.bus_bandwidth)
-
-    hide = int(central["hide"])
-    # the first bucket, ready after its share of backward, must be all-reduced by backward's end
-    first = buckets[0] / sum(buckets)
-    for b, hidden in ((hide, True), (hide - 1, False)) if hide > 1 else ((hide, True),):
-        backward = compute(b)["backward"]
-        assert (backward * first + all_reduce(buckets[0]) <= backward) == hidden
-    assert central["tail_seconds"] == pytest.approx(all_reduce(buckets[-1]))
-    assert central["global_batch"] == 8 * max(hide, 355)
-    table = recommend.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25).iloc[0]
-    assert table["hide"] == 1 and table["buckets"] == 2  # a 0.39 MiB first bucket hides behind any backward
-    assert table["against the training set"] == (  # so the fixed cost decides, and what decides it is named
-        "within the dataset or not, depending on the matrix-product efficiency and the efficiency at the "
-        "smaller per-GPU batch"
-    )
-
-
-@pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])
-def test_a_model_whose_gradients_fit_one_bucket_never_hides_its_all_reduce(model):
-    """At the 25 MiB cap both book models' gradients make one DDP bucket (chapter 3 recorded one each):
-    handed over when backward ends, its all-reduce follows backward at any batch, so no per-GPU batch hides
-    it and no global batch meets both conditions; what follows backward is the whole all-reduce."""
-    assert len(recommend.ddp_buckets(model)) == 1
-    frame = recommend.batch_conditions(model, "AWS p5.48xlarge")
-    assert frame["hide"].isna().all() and frame["global_batch"].isna().all()
-    link = specs.LINKS["NVLink 4 (H100 SXM)"]
-    whole = ring_all_reduce_seconds(gpus.gradient_bytes(model), 8, link.alpha_seconds, 1 / link.bus_bandwidth)
-    central = frame[frame["scenario"] == "central"].iloc[0]
-    assert central["tail_seconds"] == pytest.approx(whole)
-    table = recommend.condition_table((model,), ("AWS p5.48xlarge",)).iloc[0]
-    assert math.isinf(table["hide"]) and math.isinf(table["hide_low"]) and table["buckets"] == 1
-    assert table["against the training set"] == recommend.ONE_BUCKET
-    assert table["floor_global_batch"] == 8 * table["floor"]
-    # a backward as long as you like hides nothing of one bucket; of two, all but the last
-    assert not recommend.hidden_but_last(1e9, [1e6], lambda n: 1.0)
-    assert recommend.hidden_but_last(1e9, [1e6, 1e6], lambda n: 1.0)
-    assert not recommend.hidden_but_last(1.0, [1e6, 1e6], lambda n: 1.0)  # ready at 0.5 s, done at 1.5 s
-
-
 def test_ddp_s_first_bucket_is_1_mib_when_the_cap_is_left_unset():
     """ConvNet's 1.44 MiB: one bucket at the 25 MiB cap; with DDP's 1 MiB first bucket, 1.40 MiB and then
     the first layer's 0.04 MiB. LinearNet stays one bucket: its 45.8 MiB weight's gradient comes last."""
@@ -224,9 +169,9 @@ def test_ddp_s_first_bucket_is_1_mib_when_the_cap_is_left_unset():
 
 def test_steps_to_a_target_and_the_time_to_it(tmp_path):
     store = ResultStore("smoke", root=tmp_path, hardware={"cpu_model": "x", "usable_cores": 2}, code="v")
-    for rule, steps in (("fixed", {8: 70, 32: 40, 128: 30}), ("linear", {8: 70, 32: 20, 128: 10})):
+    for lr_rule, steps in (("fixed", {8: 70, 32: 40, 128: 30}), ("linear", {8: 70, 32: 20, 128: 10})):
         for batch, count in steps.items():
-            config = {"kind": "steps_to_target", "model": "LinearNet", "train_samples": 200, "rule": rule,
+            config = {"kind": "steps_to_target", "model": "LinearNet", "train_samples": 200, "rule": lr_rule,
                       "global_batch": batch, "lr": 1e-3, "seed": 0, "target_loss": 2.2}  # fmt: skip
             store.measure(config, lambda c=count, b=batch: {"steps": c, "samples": c * b, "history": []})
     relation = recommend.steps_relation(store.records())["LinearNet"]

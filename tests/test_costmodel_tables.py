@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from helpers.costmodel import gpus, tables
+from helpers.costmodel import gpus, rule, tables
 
 
 def test_a_banded_figure_reads_central_then_lowest_to_highest():
@@ -69,3 +69,34 @@ def test_the_seeds_verdicts_read_by_model_and_batch():
                              "speedup_high": [0.6], "faster": ["slower whatever the inputs"]})  # fmt: skip
     shown = tables.seed_verdict_display(verdicts)
     assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower whatever the inputs"]
+
+
+def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
+    """Both book models make one DDP bucket at 25 MiB: the table shows no b*_hide column and no
+    "(unbounded–unbounded)", but the all-reduce after backward beside the compute per GPU at the chapter's
+    batch; a model of several buckets brings b*_hide back, and a one-bucket row beside it reads "none"."""
+    conditions = rule.condition_table(("LinearNet", "ConvNet"), ("AWS p5.48xlarge",), batch=100)
+    shown = tables.condition_display(conditions).set_index(["model", "machine"])
+    assert list(shown.columns) == [
+        "GPUs", "DDP buckets", "all-reduce left after backward (ms)",
+        "compute per GPU at a global batch of 100, 13 per GPU (ms)",
+        "b*_floor: above the fixed cost (per GPU)",
+        "global batch needed", "against 2,700 clips",
+    ]  # fmt: skip
+    assert not shown.apply(lambda column: column.astype(str).str.contains("unbounded")).any().any()
+    p5 = shown.loc[("ConvNet", "AWS p5.48xlarge")]
+    row = conditions.set_index("model").loc["ConvNet"]
+    assert p5["all-reduce left after backward (ms)"].startswith(f"{row['tail_seconds'] * 1e3:.3g} (")
+    assert p5["compute per GPU at a global batch of 100, 13 per GPU (ms)"].startswith(
+        f"{row['compute_seconds'] * 1e3:.3g} ("
+    )
+    assert p5["global batch needed"].startswith(f"{int(row['floor_global_batch']):,} (")
+    assert p5["against 2,700 clips"] == "within the dataset whatever the inputs"
+    mixed = pd.concat([
+        conditions.iloc[:1],
+        rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25, batch=100),
+    ])  # fmt: skip
+    hide = tables.condition_display(mixed)["b*_hide: all but the last bucket hidden (per GPU)"].tolist()
+    assert hide[0] == "none: one bucket" and hide[1].startswith("1 (")
+    bare = tables.condition_display(rule.condition_table(("ConvNet",), ("AWS p5.48xlarge",)))
+    assert not any(column.startswith("compute per GPU") for column in bare.columns)

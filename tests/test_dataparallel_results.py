@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from helpers import data, dataparallel, dataparallel_results, dataparallel_sharing, results, train
+from helpers.stats import describe_speedup
 
 
 def fake_timing(model: str, replicas: int, batch: int, steps: list[float]) -> dict:
@@ -112,6 +113,11 @@ def test_one_replica_against_chapter_one_says_which_timings_disagree():
         "differs by more, its whole interval beyond ±10%; and for ConvNet at batch 10 the steps spread too "
         "widely to tell"
     )
+    # an interval ending near the edge: its ratio named with the third digit it needs (0.889×, not 0.89×)
+    edge = consistency(("ConvNet", 50, "slower", 0.8891, 0.8748, 0.9003))
+    assert dataparallel_results.consistency_sentence(edge) == (
+        "0 agree within 10%; ConvNet at batch 50 (0.889×) differs by more, its whole interval beyond ±10%"
+    )
     many = consistency(*[("ConvNet", size, "slower", 0.8, 0.78, 0.82) for size in (10, 20, 30, 50, 70)])
     assert dataparallel_results.consistency_sentence(many) == (
         "0 agree within 10%; 5 configurations (the table) differ by more, their whole interval beyond ±10%"
@@ -133,12 +139,12 @@ def test_a_difference_whose_interval_reaches_inside_ten_per_cent_is_not_counted_
 
 def test_fresh_memory_costs_page_faults_on_a_cpu():
     """By hand: 48 MiB are 12,288 pages of 4 KiB; (14.0 - 2.6 ms) / 12,288 = 0.93 us more per page;
-    50,331,648 B in 14 ms is 3.6 GB/s, in 2.6 ms 19.4 GB/s."""
+    50,331,648 B in 14 ms is 3.60 GB/s, in 2.6 ms 19.4 GB/s (three significant figures)."""
     fresh = {"bytes": 50_331_648, "seconds": 0.014, "seconds_per_byte": 0.014 / 50_331_648}
     reused = {"bytes": 50_331_648, "seconds": 0.0026, "seconds_per_byte": 0.0026 / 50_331_648}
     said = dataparallel_results.fresh_memory_sentence(fresh, reused, "cpu", page_bytes=4096)
     assert said == (
-        "a copy of 48 MiB took 14.0 ms into a fresh buffer and 2.60 ms into a reused one (3.6 against 19.4 "
+        "a copy of 48 MiB took 14.0 ms into a fresh buffer and 2.60 ms into a reused one (3.60 against 19.4 "
         "GB/s). A buffer of 32 MiB or more gets new pages from the kernel at every allocation (glibc serves "
         "it with mmap), and each 4 KiB page faults and is zeroed by the kernel on its first write: 12,288 "
         "pages here, 0.93 µs more per page than the copy into reused memory"
@@ -156,7 +162,7 @@ def test_fresh_memory_costs_page_faults_on_a_cpu():
 
 def test_copies_on_one_h200_are_read_as_host_clock_times():
     """The H200's copy_calibration records: 50,331,648 B in 57.166 us (fresh) and 43.554 us (reused),
-    each the median of 9 copies after 1 warm-up: 880.4 and 1155.6 GB/s, 13.6 us apart; the datasheet's
+    each the median of 9 copies after 1 warm-up: 880 and 1,160 GB/s, 13.6 us apart; the datasheet's
     4.8 TB/s is the memory's speed, which these times (launch and synchronisation included) are not."""
     method = "median of 9 copies of 50,331,648 B into a {} buffer on cuda:0, after 1 warm-up"
     fresh = {"bytes": 50_331_648, "seconds": 5.7166e-05, "seconds_per_byte": 5.7166e-05 / 50_331_648,
@@ -165,8 +171,8 @@ def test_copies_on_one_h200_are_read_as_host_clock_times():
               "method": method.format("reused")}  # fmt: skip
     said = dataparallel_results.fresh_memory_sentence(fresh, reused, "cuda:0", gpu="NVIDIA H200")
     assert said.startswith(
-        "a copy of 48 MiB took 0.0572 ms into a fresh buffer and 0.0436 ms into a reused one (880.4 against "
-        "1155.6 GB/s), each the median of 9 copies after 1 warm-up, every copy timed on the host's clock"
+        "a copy of 48 MiB took 0.0572 ms into a fresh buffer and 0.0436 ms into a reused one (880 against "
+        "1,160 GB/s), each the median of 9 copies after 1 warm-up, every copy timed on the host's clock"
     )
     assert "the times include launching the copy and waiting for it" in said
     assert "neither is the speed of the GPU's memory (the datasheet gives 4.8 TB/s for the H200" in said
@@ -180,7 +186,7 @@ def test_copies_on_one_h200_are_read_as_host_clock_times():
         assert wrong not in said.replace("no page is new to the GPU", "")
     note = dataparallel_results.copy_speeds_note(fresh, reused, "cuda:0")
     assert note == (
-        "a plain copy ran at 880.4 GB/s into newly allocated memory and 1155.6 GB/s into reused memory, both "
+        "a plain copy ran at 880 GB/s into newly allocated memory and 1,160 GB/s into reused memory, both "
         "timed on the host's clock with the copy's launch and synchronisation, so neither is the GPU "
         "memory's speed; section 2.5 says what the two timings hold, and that these records do not say "
         "what sets their difference"
@@ -197,18 +203,20 @@ def test_copies_on_one_h200_are_read_as_host_clock_times():
 
 def test_the_reduce_is_predicted_from_a_fresh_copy_and_an_addition():
     """By hand: a fresh copy at 2.5e-10 s/B, a reused one at 5e-11 s/B (20 GB/s, the broadcast's
-    prediction). The reduce: 2.5e-10 + 1.5 x 5e-11 = 3.25e-10 s/B, 3.1 GB/s; for LinearNet's 48,408,880 B
+    prediction). The reduce: 2.5e-10 + 1.5 x 5e-11 = 3.25e-10 s/B, 3.08 GB/s; for LinearNet's 48,408,880 B
     (46.2 MiB) 12.1 ms copying and 3.6 ms adding, 15.7 ms per extra replica. Measured: the reduce at
-    48,408,880 / 0.02 = 2.4 GB/s and 145,226,640 / 0.09 = 1.6 GB/s; the broadcast at 9.7 and 4.8 GB/s."""
+    48,408,880 / 0.02 = 2.42 GB/s and 145,226,640 / 0.09 = 1.61 GB/s; the broadcast at 9.68 and 4.84 GB/s
+    (three significant figures; the reduce's speed holds its addition, so it is no copy's)."""
     fresh, reused = {"seconds_per_byte": 2.5e-10}, {"seconds_per_byte": 5e-11}
     said = dataparallel_results.reduce_prediction(reduce_points((0.005, 0.03)), fresh, reused)
     assert said == (
         "the broadcast (a copy into existing parameters) should run at 20.0 GB/s and the reduce (a copy into "
-        "a fresh buffer, then an addition that reads two tensors and writes one) at 3.1 GB/s: for "
+        "a fresh buffer, then an addition that reads two tensors and writes one) at 3.08 GB/s: for "
         "LinearNet's 46.2 MiB of gradients, 12.1 ms copying and 3.63 ms adding, 15.7 ms per extra replica; "
         "measured, LinearNet's reduce took 20.0–30.0 ms per extra replica. Measured in each configuration "
-        "that moved at least 10 MB per step, the broadcast ran at 4.8–9.7 GB/s and the reduce at 1.6–2.4 "
-        "GB/s: the reduce was the slower of the two in every configuration"
+        "that moved at least 10 MB per step, the broadcast ran at 4.84–9.68 GB/s and the reduce, its copy "
+        "and its addition together, at 1.61–2.42 GB/s: the reduce was the slower of the two in every "
+        "configuration"
     )
     # the H200's copies: 0.0550 ms copying and 0.0628 ms adding, three significant figures as everywhere
     h200 = dataparallel_results.reduce_prediction(
@@ -216,11 +224,12 @@ def test_the_reduce_is_predicted_from_a_fresh_copy_and_an_addition():
         {"seconds_per_byte": 8.65340232873409e-13},
     )  # fmt: skip
     assert "0.0550 ms copying and 0.0628 ms adding, 0.118 ms per extra replica" in h200
-    # a broadcast of 40 ms at 2 replicas runs at 1.2 GB/s: the ranges overlap
+    # a broadcast of 40 ms at 2 replicas runs at 1.21 GB/s: the ranges overlap
     overlapping = dataparallel_results.reduce_prediction(reduce_points((0.04, 0.03)), fresh, reused)
     assert overlapping.endswith(
-        "the broadcast ran at 1.2–4.8 GB/s and the reduce at 1.6–2.4 GB/s: the two ranges overlap in this "
-        "run, so the measured speeds alone do not tell the two apart"
+        "the broadcast ran at 1.21–4.84 GB/s and the reduce, its copy and its addition together, at "
+        "1.61–2.42 GB/s: the two ranges overlap in this run, so the measured speeds alone do not tell the "
+        "two apart"
     )
 
 
@@ -306,7 +315,7 @@ def test_transfer_points_and_fits_per_group_of_phases():
 def test_the_seeds_line_is_read_as_a_speed_only_where_it_holds():
     holds = {"r_squared": 0.98, "bytes_per_second": 4.97e9}
     assert dataparallel_results.slope_sentence(holds).startswith(
-        "The single slope of the seed's model, 5.0 GB/s"
+        "The single slope of the seed's model, 4.97 GB/s"
     )
     loose = dataparallel_results.slope_sentence({"r_squared": 0.02, "bytes_per_second": 1.4e12})
     assert "does not hold on this device: its R² is 0.02" in loose and "GB/s" not in loose
@@ -391,3 +400,42 @@ def test_the_gap_to_chapter_one_is_set_against_the_extra_add():
         "these records (they do not time the gathered loss or the two backward calls on their own)"
     )
     assert dataparallel_results.gap_sentence({"comparisons": found["comparisons"][:1]}, h200) == ""
+
+
+def test_speeds_and_sweep_times_are_given_to_three_significant_figures():
+    assert dataparallel_results.gbps(1.1556e12) == "1,160" and dataparallel_results.gbps(880.4e9) == "880"
+    # the gpu edition's measured speeds: the broadcast 241.2–423.7 GB/s, the reduce 114.9–196.1 GB/s
+    assert dataparallel_results.speed_range(241.2e9, 423.7e9) == "241–424"
+    assert dataparallel_results.speed_range(114.9e9, 196.1e9) == "115–196"
+    # the gpu edition's LinearNet on 4 replicas at batch 600: 9.14 ms steps, 5 of them an epoch of 0.0457 s;
+    # ConvNet's 5.61 ms steps at batch 10, 270 an epoch of 1.51 s
+    steps = pd.DataFrame(
+        [{"model": "LinearNet", "replicas": 4, "batch_size": 600, "step_seconds": s, "epoch_seconds": s * 5}
+         for s in (0.00746, 0.00914, 0.00956)]
+        + [{"model": "ConvNet", "replicas": 1, "batch_size": 10, "step_seconds": s, "epoch_seconds": s * 270}
+           for s in (0.00533, 0.00561, 0.00581)]
+    )  # fmt: skip
+    table = dataparallel_results.sweep_table(steps)
+    assert table.index.names == ["model", "replicas", "batch size"]
+    assert table.loc[("LinearNet", 4, 600)].to_dict() == {
+        "step time (ms), median": "9.14", "epoch time (s), median": "0.0457",
+        "epoch time (s), fastest–slowest step": "0.0373–0.0478", "timed steps": 3,
+    }  # fmt: skip
+    assert table.loc[("ConvNet", 1, 10), "step time (ms), median"] == "5.61"
+    assert table.loc[("ConvNet", 1, 10), "epoch time (s), median"] == "1.51"
+
+
+def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
+    # the gpu edition's ConvNet at batch 50: 0.8891× (0.8748–0.9003×) is wholly beyond 1/1.1 = 0.909, but at
+    # two decimals its high end prints 0.90, like the edge; at three it is 0.900, apart from 0.909
+    beyond = {"verdict": "slower", "speedup": 0.8891, "low": 0.8748, "high": 0.9003}
+    assert dataparallel_results.edge_digits(beyond) == 3
+    assert describe_speedup(beyond, dataparallel_results.edge_digits(beyond)) == (
+        "slower, 0.889× (0.875–0.900×)"
+    )
+    # ConvNet at batch 70: 0.910 is inside ±10 %, by 0.001; at two decimals it prints 0.91, like 1/1.1
+    assert dataparallel_results.edge_digits({"speedup": 0.917, "low": 0.910, "high": 0.932}) == 3
+    # far from every edge, or a ratio (not an end) near one: two decimals
+    assert dataparallel_results.edge_digits({"speedup": 0.72, "low": 0.66, "high": 0.77}) == 2
+    assert dataparallel_results.edge_digits({"speedup": 0.895, "low": 0.647, "high": 1.201}) == 2
+    assert dataparallel_results.edge_digits({"speedup": 1.0, "low": 0.95, "high": 1.098}) == 3  # 1.10

@@ -14,18 +14,30 @@ def test_answers_in_words_from_the_verdicts():
     changes = {"LinearNet": {"verdict": "slower"}, "ConvNet": {"verdict": "not resolved"}}
     cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
     assert ddp_placement.scaling_sentence(changes, 2, cpu) == (
-        "Where they lost (`LinearNet`), what DDP adds cost more than any better use of the cores gained. "
+        "`LinearNet` lost: what DDP adds cost more than any better use of the cores gained. "
         "For `ConvNet` the launches do not resolve a difference."
     )
     assert ddp_placement.scaling_sentence({"ConvNet": {"verdict": "faster"}}, 2, cpu).startswith(
-        "Where 2 processes with a share of the threads each beat one process with all of them (`ConvNet`)"
+        "`ConvNet` won: 2 processes with a share of the threads each beat one process with all of them"
+    )
+    # every model with the same verdict: "Both", "All 3", never "Where they lost (`A` and `B`)"
+    lost = {"LinearNet": {"verdict": "slower"}, "ConvNet": {"verdict": "slower"}}
+    assert ddp_placement.scaling_sentence(lost, 2, cpu).startswith("Both lost: what DDP adds cost more")
+    three = {name: {"verdict": "not resolved"} for name in ("A", "B", "C")}
+    assert ddp_placement.scaling_sentence(three, 2, cpu) == (
+        "For all 3 models the launches do not resolve a difference."
     )
     assert ddp_placement.scaling_sentence({}, 1, cpu) == "With one rank there is nothing to compare."
     gpu = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
     assert ddp_placement.scaling_sentence(changes, 4, gpu) == (
-        "Where they lost (`LinearNet`), what DDP adds here (processes taking turns on the GPU, and the "
-        "all-reduce through host memory) cost more than splitting the batch saved. For `ConvNet` the "
-        "launches do not resolve a difference."
+        "`LinearNet` lost: what DDP adds here (processes taking turns on the GPU, and the all-reduce through "
+        "host memory) cost more than splitting the batch saved. For `ConvNet` the launches do not resolve a "
+        "difference."
+    )
+    # the gpu edition: both models lost on four ranks sharing the H200
+    assert ddp_placement.scaling_sentence(lost, 4, gpu) == (
+        "Both lost: what DDP adds here (processes taking turns on the GPU, and the all-reduce through host "
+        "memory) cost more than splitting the batch saved."
     )
 
 
@@ -104,7 +116,7 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
         "**Measured here:** Gloo with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA "
         "H200). **Not measured here: NCCL** — with one GPU it can start only one rank (NCCL needs one GPU "
         "per rank: 4 ranks asked for, 1 GPU(s) visible); the chapter's one-rank baseline runs on Gloo, the "
-        "backend that runs its most ranks, so no NCCL run is among these records."
+        "backend that can run all its rank counts here, so no NCCL run is among these records."
     )
     # the cpu edition: NCCL refused outright, without the launcher's advice
     cpu_plan = plan_on(CPU_MACHINE, ["gloo"], "cpu", [1, 2])
@@ -175,11 +187,15 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
     assert predicted["low_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 480e9)
     assert predicted["high_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 270e9)
     assert predicted["switched"] and predicted["configuration"] == "AWS p5en.48xlarge"
-    # the busbw is the H100's, measured 2024-05-06 (not the H200 datasheet's 2024-07); α is a DGX-A100's
+    # the busbw is the H100's, an NCCL maintainer's statement of 2024-05-06 (not a posted measurement, nor
+    # the H200 datasheet's 2024-07); α is a DGX-A100's
     assert predicted["busbw_source"] == (
-        "measured on 8 H100 SXM (nccl-tests issue 212, 2024-05-06), whose NVLink 4 and NVSwitch the H200 SXM "
-        "shares: no H200 figure is published"
+        "an NCCL maintainer's figure for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about "
+        "20 % of protocol overhead, stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 "
+        "SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
+        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27)"
     )
+    assert predicted["configuration_gpus"] == 8  # the p5en.48xlarge: 4 ranks are 4 of its 8 GPUs
     assert predicted["alpha_source"] == (
         "a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 ring steps (nccl-tests "
         "issue 123, 2022-12-14)"
@@ -203,12 +219,15 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
     reading = ddp_placement.nccl_reading(largest, where)
     assert reading == (
         "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch (this assumes SXM "
-        "boards so joined, as in an AWS p5en.48xlarge), NCCL's ring all-reduce of `LinearNet`'s 48,408,880 "
-        "bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and 0.021 ms, against 34.5 ms "
-        "of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step that Gloo took here on one "
-        "NVIDIA H200. The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. Its 1/β is nccl-tests' bus "
-        "bandwidth (busbw) for the link, 370 GB/s, measured on 8 H100 SXM (nccl-tests issue 212, "
-        "2024-05-06), whose NVLink 4 and NVSwitch the H200 SXM shares: no H200 figure is published. Its α, "
+        "boards so joined, as in 4 of the 8 GPUs of an AWS p5en.48xlarge), NCCL's ring all-reduce of "
+        "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and "
+        "0.021 ms, against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step "
+        "that Gloo took here on one NVIDIA H200. The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. "
+        "Its 1/β is nccl-tests' bus bandwidth (busbw) for the link, 370 GB/s, an NCCL maintainer's figure "
+        "for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about 20 % of protocol overhead, "
+        "stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 SXM has the same NVLink 4 "
+        "and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
+        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27). Its α, "
         "2.41 µs per ring step, is a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 "
         "ring steps (nccl-tests issue 123, 2022-12-14). Over chapter 5's busbw range for this link, "
         "270–480 GB/s, with α fixed, the predictions span 0.17–0.28 and 0.019–0.023 ms."
@@ -310,6 +329,13 @@ def test_the_gpu_edition_s_sentences_say_nothing_written_for_a_cpu():
     said = chapter_sentences(gpu_runs(), H200_MACHINE, plan, ["nccl", "gloo"])
     assert "one NVIDIA H200" in said["scaling_context"] and "host memory" in said["loopback_sentence"]
     assert "take turns on one NVIDIA H200" in said["overlap_reading"]
+    # the bounds as 3.6 defines them: a step holds between the all-reduce's tail and all of it
+    assert said["overlap_reading"].endswith(
+        "The bounds above, which let the part of an all-reduce before the backward pass's last gradient hide "
+        "at no cost (a step holding between the all-reduce's tail after that gradient and all of it), are "
+        "the picture of GPUs of their own, where the hidden part is free."
+    )
+    assert "between none and all" not in " ".join(said.values())
     assert said["backends_answer"].startswith("With one GPU NCCL cannot start more than one rank")
     # NCCL's prediction once in the answer box: in backends_answer, not in ranks_reading beside it
     assert "predicted" in said["backends_answer"] and "predicted" not in said["ranks_reading"]
@@ -325,6 +351,9 @@ def test_the_cpu_edition_keeps_its_cpu_wording():
     assert said["loopback_sentence"].startswith("Over loopback, Gloo sends every byte through the kernel's")
     assert said["machine_reading"].startswith("On a CPU-only machine every rank shares the same 2 cores")
     assert "the same 2 cores as the backward pass" in said["overlap_reading"]
+    assert (
+        "hide at no cost" in said["overlap_reading"] and "between none and all" not in said["overlap_reading"]
+    )
     assert said["dp_reading"].endswith("overheads on the same 2 cores, not as a ranking for GPUs.")
     assert said["backends_answer"].startswith("NCCL needs CUDA tensors and this machine has no GPU")
     for sentence in said.values():

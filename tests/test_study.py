@@ -408,6 +408,7 @@ def test_another_machine_or_changed_helpers_make_a_chapter_stale(executed_projec
     chapter = study.plan("smoke")[0]
     assert chapter.is_current()
     other = {**hardware.fingerprint(), "cpu_model": "another CPU"}
+    monkeypatch.setattr(durations, "fingerprint", lambda: other)  # the machine id chapters are keyed by
     monkeypatch.setattr(study, "fingerprint", lambda: other)
     assert not chapter.is_current()  # executed on the original hardware: not current on this one
     assert study.run("smoke")["status"].tolist() == ["finished"]  # so it really reruns

@@ -30,6 +30,55 @@ def ms(seconds: float) -> str:
     return significant(seconds * 1e3)
 
 
+def gbps(bytes_per_second: float) -> str:
+    """Bytes per second as GB/s (10⁹ bytes) to three significant digits: 1,160, 880, 3.10."""
+    return significant(bytes_per_second / 1e9)
+
+
+def speed_range(low: float, high: float) -> str:
+    """Two speeds in bytes per second as a range of GB/s, each to three significant digits: 115–196."""
+    return f"{gbps(low)}–{gbps(high)}"
+
+
+def edge_digits(change: dict, digits: int = 2) -> int:
+    """The decimals a ratio and its interval (``stats.speedup``'s ``low`` and ``high``, which decide whether
+    it lies beyond ±``stats.MATTERS``) need so that no end of the interval prints like an edge that it is
+    not: 1/1.1 or 1.1, or, at two decimals, 0.90 (at two decimals 0.903 prints 0.90, which reads as the edge
+    although it lies beyond 1/1.1 = 0.909; at three it prints 0.903). Up to four."""
+
+    def edges(places: int) -> tuple[float, ...]:
+        return (1 / (1 + MATTERS), 1 + MATTERS) + ((1 - MATTERS,) if places == 2 else ())
+
+    while digits < 4 and any(
+        f"{value:.{digits}f}" == f"{edge:.{digits}f}" and not math.isclose(value, edge)
+        for value in (change["low"], change["high"])
+        for edge in edges(digits)
+    ):
+        digits += 1
+    return digits
+
+
+def sweep_table(steps: pd.DataFrame, by=("model", "replicas", "batch_size")) -> pd.DataFrame:
+    """The timed steps of ``steps_frame`` per group of ``by``, to read, every time to three significant
+    figures: the median step in milliseconds, the epoch it implies in seconds, the epochs that the fastest
+    and the slowest step imply, and the number of timed steps."""
+    by = list(by)
+    grouped = steps.groupby(by)
+    step, epoch = grouped["step_seconds"], grouped["epoch_seconds"]
+    table = pd.DataFrame(
+        {
+            "step time (ms), median": step.median().map(ms),
+            "epoch time (s), median": epoch.median().map(significant),
+            "epoch time (s), fastest–slowest step": [
+                f"{significant(low)}–{significant(high)}"
+                for low, high in zip(epoch.min(), epoch.max(), strict=True)
+            ],
+            "timed steps": step.count(),
+        }
+    )
+    return table.rename_axis([name.replace("_", " ") for name in by])
+
+
 def gpu_model(hardware: dict, device: str) -> str | None:
     """The driver's name of the GPU that ``device`` (``cuda:i``, an index among the visible GPUs) is on
     the machine ``hardware`` describes (``hardware.fingerprint``); None for the CPU or a GPU not listed."""
@@ -121,7 +170,7 @@ def against_chapter_one(
         rows.append({"model": name, "batch size": size,
                      "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
                      "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
-                     "one replica against chapter 1": describe_speedup(change),
+                     "one replica against chapter 1": describe_speedup(change, edge_digits(change)),
                      "verdict": change["verdict"]})  # fmt: skip
     table = pd.DataFrame(rows).set_index(["model", "batch size"])
     return {"table": table.drop(columns="verdict"), "verdicts": table["verdict"].value_counts().to_dict(),
@@ -163,7 +212,8 @@ def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
     def named(found: list[dict], ratios: bool = True) -> str:
         if len(found) > most_named:
             return f"{len(found)} configurations (the table)"
-        names = [f"{c['model']} at batch {c['batch_size']}" + (f" ({c['ratio']:.2f}×)" if ratios else "")
+        names = [f"{c['model']} at batch {c['batch_size']}"
+                 + (f" ({c['ratio']:.{edge_digits({**c, 'speedup': c['ratio']})}f}×)" if ratios else "")
                  for c in found]  # fmt: skip
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
@@ -361,7 +411,7 @@ def slope_sentence(fit: dict) -> str:
         nothing = "With no configuration of two replicas or more timed, there is no line to fit."
         return nothing + " Two copies are at work"
     if r2 >= LINE_HOLDS and math.isfinite(speed):
-        return (f"The single slope of the seed's model, {speed / 1e9:.1f} GB/s (R² {r2:.2f}), blends two "
+        return (f"The single slope of the seed's model, {gbps(speed)} GB/s (R² {r2:.2f}), blends two "
                 "different copies")  # fmt: skip
     return (f"The seed's model, one line through every point, does not hold on this device: its R² is "
             f"{r2:.2f}, so the time of a transfer phase does not follow its bytes here, and the line's slope "
@@ -407,8 +457,8 @@ def fresh_memory_sentence(
     difference, whose allocation and launch on the host are a plausible cause only. Plain text."""
     speeds = (
         f"a copy of {fresh['bytes'] / MIB:,.0f} MiB took {ms(fresh['seconds'])} ms into a fresh buffer "
-        f"and {ms(reused['seconds'])} ms into a reused one ({1 / fresh['seconds_per_byte'] / 1e9:.1f} "
-        f"against {1 / reused['seconds_per_byte'] / 1e9:.1f} GB/s)"
+        f"and {ms(reused['seconds'])} ms into a reused one ({gbps(1 / fresh['seconds_per_byte'])} "
+        f"against {gbps(1 / reused['seconds_per_byte'])} GB/s)"
     )
     if torch.device(device).type == "cuda":
         how = copy_method(fresh)
@@ -456,8 +506,8 @@ def copy_speeds_note(fresh: dict, reused: dict, device: str = "cpu") -> str:
     their difference; on a GPU, that both are host-clock times, not the memory's speed, and that the
     records do not say what sets their difference. Plain text."""
     speeds = (
-        f"a plain copy ran at {1 / fresh['seconds_per_byte'] / 1e9:.1f} GB/s into newly allocated memory and "
-        f"{1 / reused['seconds_per_byte'] / 1e9:.1f} GB/s into reused memory"
+        f"a plain copy ran at {gbps(1 / fresh['seconds_per_byte'])} GB/s into newly allocated memory and "
+        f"{gbps(1 / reused['seconds_per_byte'])} GB/s into reused memory"
     )
     apart = max(fresh["seconds"], reused["seconds"]) > (1 + MATTERS) * min(
         fresh["seconds"], reused["seconds"]
@@ -486,9 +536,9 @@ def reduce_prediction(points: pd.DataFrame, fresh: dict, reused: dict, model: st
                  "reduce gradients": 1 / (copy_per_byte + add_per_byte)}  # fmt: skip
     text = (
         "the broadcast (a copy into existing parameters) should run at "
-        f"{predicted['broadcast parameters'] / 1e9:.1f} GB/s and the reduce (a copy into a fresh buffer, "
+        f"{gbps(predicted['broadcast parameters'])} GB/s and the reduce (a copy into a fresh buffer, "
         "then an addition that reads two tensors and writes one) at "
-        f"{predicted['reduce gradients'] / 1e9:.1f} GB/s: for {model}'s {gradient / MIB:,.1f} MiB of "
+        f"{gbps(predicted['reduce gradients'])} GB/s: for {model}'s {gradient / MIB:,.1f} MiB of "
         f"gradients, {ms(gradient * copy_per_byte)} ms copying and {ms(gradient * add_per_byte)} ms adding, "
         f"{ms(gradient * (copy_per_byte + add_per_byte))} ms per extra replica"
     )
@@ -515,6 +565,6 @@ def reduce_prediction(points: pd.DataFrame, fresh: dict, reused: dict, model: st
     else:
         order = "the two ranges overlap in this run, so the measured speeds alone do not tell the two apart"
     return text + (
-        f". Measured in {which}, the broadcast ran at {b_low / 1e9:.1f}–{b_high / 1e9:.1f} GB/s and "
-        f"the reduce at {r_low / 1e9:.1f}–{r_high / 1e9:.1f} GB/s: {order}"
+        f". Measured in {which}, the broadcast ran at {speed_range(b_low, b_high)} GB/s and the reduce, "
+        f"its copy and its addition together, at {speed_range(r_low, r_high)} GB/s: {order}"
     )

@@ -23,46 +23,51 @@ def modelled_allreduce_seconds(bucket_bytes: list[int], world_size: int, fit: di
     return sum(ring_all_reduce_seconds(nbytes, world_size, alpha, beta) for nbytes in bucket_bytes)
 
 
-def larger_all_reduce(hook_seconds: float, model_seconds: float) -> float:
-    """The all-reduce a bound rests on: the larger of the hook's timing and the α-β model's (NaN ignored),
-    so that neither a hook that misses part of the work nor a model that misses an overhead makes the
-    bound too small."""
-    return max(value for value in (hook_seconds, model_seconds) if not math.isnan(value))
-
-
 def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate: dict, fit: dict) -> dict:
     """What changing the all-reduce's settings from ``baseline`` to ``candidate`` did to the step, beside
     the most it can do.
 
-    A step holds the part of its all-reduce that no computation hides: between none and all of it. So a
-    setting of the all-reduce alone (bucket size, compression) can save at most the baseline's whole
-    all-reduce (``most_saved``) and lose at most the candidate's (``most_lost``), each
-    ``larger_all_reduce`` of the hook's timing (compression's conversions included) and the α-β model's.
-    When nothing overlaps (one bucket on both sides, handed over when the backward pass ends) the step
-    changes by the difference of the two all-reduces, so the bounds are the larger of the hook's and the
-    model's difference each way (``expected_seconds``: the model's). ``saved_seconds`` is the measured saving
-    per step, baseline median minus candidate median (negative: slower), with ``saved_low`` to
-    ``saved_high`` from the speed-up's interval at the baseline's median. ``compression`` names the
-    candidate's compression (None: the comparison is of buckets). ``waits``, per side: whether its bound is
-    the hook's time in flight although more of that time came before the backward pass's last gradient than
-    the α-β model gives the whole all-reduce: buckets handed over early that wait for the other ranks'
-    backward passes, so the bound is loose (``waiting``).
+    A step holds the part of its all-reduce that no computation hides: at least its tail, what follows the
+    backward pass's last gradient, and at most all of it. The last bucket is handed over with that
+    gradient, so its all-reduce is always tail; a side with one bucket is all tail. So a setting of the
+    all-reduce alone (bucket size, compression) can save at most the baseline's whole all-reduce less the
+    candidate's tail (``most_saved``) and lose at most the candidate's whole all-reduce less the baseline's
+    tail (``most_lost``), each computed from the hook (its time in flight, and of it the part after the last
+    gradient, ``exposed_seconds``) and from the α-β model (the whole all-reduce, and the last bucket's alone,
+    ``model_tail_seconds``), the larger of the two being the bound (NaN ignored), so that neither a hook
+    that misses part of the work nor a model that misses an overhead makes it too small; never below 0.
+    With one bucket on both sides the bounds are the difference of the two all-reduces each way
+    (``expected_seconds``: the model's). ``saved_seconds`` is the measured saving per step, baseline median
+    minus candidate median (negative: slower), with ``saved_low`` to ``saved_high`` from the speed-up's
+    interval at the baseline's median. ``compression`` names the candidate's compression (None: the
+    comparison is of buckets). ``waits``, per bound (saved, lost): whether it rests on the hook's time in
+    flight of a side with several buckets although more of that time came before the backward pass's last
+    gradient than the α-β model gives the whole all-reduce: buckets handed over early that wait for the
+    other ranks' backward passes, so the bound is loose (``waiting``).
     """
     change = compare(runs, baseline, candidate)
     records = [matching(runs, **side)[0][1]["result"] for side in (baseline, candidate)]
     ranks = records[0]["world_size"]
     model = [modelled_allreduce_seconds(r["bucket_bytes"], ranks, fit) for r in records]
+    model_tail = [modelled_allreduce_seconds(r["bucket_bytes"][-1:], ranks, fit) for r in records]
     hook = [allreduce_seconds(runs, **side) for side in (baseline, candidate)]
     exposed = [allreduce_seconds(runs, exposed=True, **side) for side in (baseline, candidate)]
     base = change["baseline_seconds"]
     buckets = [len(r["bucket_bytes"]) for r in records]
-    most_saved, most_lost = larger_all_reduce(hook[0], model[0]), larger_all_reduce(hook[1], model[1])
-    waits = [waiting(h, e, m) for h, e, m in zip(hook, exposed, model, strict=True)]
-    if buckets == [1, 1]:  # nothing overlaps: only the difference of the two all-reduces can show
-        differences = [a - b for a, b in (hook, model) if not (math.isnan(a) or math.isnan(b))]
-        most_saved = max([0.0, *differences])
-        most_lost = max([0.0, *(-difference for difference in differences)])
-        waits = [False, False]
+    hook_tail = [
+        whole if count == 1 else tail for whole, tail, count in zip(hook, exposed, buckets, strict=True)
+    ]
+    bounds, waits = [], []
+    for side, other in ((0, 1), (1, 0)):  # saved: baseline whole less candidate tail; lost: the reverse
+        by_hook, by_model = hook[side] - hook_tail[other], model[side] - model_tail[other]
+        bounds.append(max([0.0, *(v for v in (by_hook, by_model) if not math.isnan(v))]))
+        waits.append(
+            buckets[side] > 1
+            and not math.isnan(by_hook)
+            and by_hook >= by_model
+            and by_hook > 0
+            and waiting(hook[side], exposed[side], model[side])
+        )
     return {
         "change": change,
         "saved_seconds": base - change["candidate_seconds"],
@@ -71,10 +76,11 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
         "hook_seconds": hook,
         "exposed_seconds": exposed,
         "model_seconds": model,
+        "model_tail_seconds": model_tail,
         "buckets": buckets,
         "expected_seconds": model[0] - model[1],
-        "most_saved": most_saved,
-        "most_lost": most_lost,
+        "most_saved": bounds[0],
+        "most_lost": bounds[1],
         "waits": waits,
         "compression": candidate.get("compression"),
     }
@@ -155,6 +161,9 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
         "all-reduce in flight, timed in the hook (ms)": lambda b: _arrow(b["hook_seconds"]),
         "of it after backward's last gradient (ms)": lambda b: _arrow(b["exposed_seconds"]),
         "all-reduce, α-β model (ms)": lambda b: _arrow(b["model_seconds"]),
+        "of it, the last bucket alone (ms)": lambda b: _arrow(
+            b.get("model_tail_seconds", b["model_seconds"])
+        ),
         "α-β model, if nothing overlaps (ms)": lambda b: saved_words(b["expected_seconds"]),
         "most it can save (ms)": lambda b: _bound_cell(b, "most_saved", 0),
         "most it can cost (ms)": lambda b: _bound_cell(b, "most_lost", 1),
@@ -196,11 +205,17 @@ def bound_sentence(what: str, bound: dict, shared: str = "") -> str:
     hook, exposed, model = bound["hook_seconds"], bound["exposed_seconds"], bound["model_seconds"]
     name = bound.get("compression")
     inside = f", the conversions to and from {name} included" if name else ""
+    tail = bound.get("model_tail_seconds", model)
+    last = (
+        f" ({ms(tail[0])} to {ms(tail[1])} ms for the last bucket, which no computation can hide)"
+        if max(bound["buckets"]) > 1
+        else ""
+    )
     sentences = [
         bound_summary(what, bound),
         f"The all-reduce it changes, timed in the hook{inside}, went from {ms(hook[0])} to "
         f"{ms(hook[1])} ms per step ({ms(exposed[0])} to {ms(exposed[1])} ms of it after the backward "
-        f"pass's last gradient); the α-β model has {ms(model[0])} to {ms(model[1])} ms.",
+        f"pass's last gradient); the α-β model has {ms(model[0])} to {ms(model[1])} ms{last}.",
     ]
     model_shorter = model[1] < model[0] / (1 + MATTERS)
     if name and model_shorter and hook[1] > hook[0] * (1 + MATTERS):
@@ -218,12 +233,13 @@ def bound_sentence(what: str, bound: dict, shared: str = "") -> str:
             turns = " of the other ranks"
             if shared:
                 turns = f" that {'share' if 'cores' in shared else 'take turns on'} {shared} here"
+            limit = ms(bound[("most_saved", "most_lost")[side]])
             sentences.append(
                 f"Of the {ms(hook[side])} ms in flight {('before', 'after')[side]} the change, only "
                 f"{ms(exposed[side])} ms came after the backward pass's last gradient, and the α-β model "
                 f"has {ms(model[side])} ms for the whole all-reduce: most of it is buckets handed over "
-                f"early waiting for backward passes{turns}, not communication, so the {ms(hook[side])} ms "
-                "bound is a loose one."
+                f"early waiting for backward passes{turns}, not communication, so the {limit} ms "
+                "bound that rests on it is a loose one."
             )
     if bound["saved_low"] < -bound["most_lost"] and bound["saved_high"] > bound["most_saved"]:
         sentences.append(

@@ -133,7 +133,8 @@ def backend_statements(
             most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
             why = (
                 f"with {gpus} it can start only {most}{limit}; the chapter's one-rank baseline runs on "
-                f"{where.name}, the backend that runs its most ranks, so no {name} run is among these records"
+                f"{where.name}, the backend that can run all its rank counts here, so no {name} run is among "
+                "these records"
             )
         missing.append((name, why))
     return measured, missing
@@ -320,14 +321,21 @@ def one_rank_sentence(rows: list[dict]) -> str:
 # (nccl-tests' busbw) per link as (what it is, citation, what follows the citation), and α per ring step by
 # the figure it divides (``specs.NVLINK_ALPHA``, ``specs.PCIE_ALPHA``) as (what it is, citation). Dates are
 # the measurements' (``specs.LINKS``' dates of the measured links; the α comment of ``specs``).
-_H100_BUSBW = ("measured on 8 H100 SXM", f"nccl-tests issue 212, {LINKS['NVLink 4 (H100 SXM)'].date}", "")
+_H100_BUSBW = (
+    "an NCCL maintainer's figure for a ring over H100 SXMs' NVLink 4, its "
+    f"{LINKS['NVLink 4 (H100 SXM)'].peak_bytes_per_second / 1e9:.0f} GB/s line rate less about 20 % of "
+    "protocol overhead, stated rather than measured",
+    f"nccl-tests issue 212, {LINKS['NVLink 4 (H100 SXM)'].date}", "",
+)  # fmt: skip
 _PCIE_BUSBW = (
     f"{PCIE_MEASURED_FRACTION * 100:.0f} % of the link's peak, the share measured on 8 RTX 5090s",
     f"NCCL issue 1639, {LINKS['PCIe 5.0 x16'].date}", "",
 )  # fmt: skip
 BUSBW_SOURCES = {
     "NVLink 4 (H200 SXM)": (
-        *_H100_BUSBW[:2], ", whose NVLink 4 and NVSwitch the H200 SXM shares: no H200 figure is published",
+        *_H100_BUSBW[:2],
+        ": the H200 SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
+        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27)",
     ),
     "NVLink 4 (H100 SXM)": _H100_BUSBW,
     "NVLink 3 (A100 SXM)": (
@@ -378,6 +386,7 @@ def nccl_prediction(bucket_bytes: list[int], ranks: int, gpu_name: str | None) -
     return {"seconds": seconds(spec.bus_bandwidth), "low_seconds": seconds(spec.bus_bandwidth_high),
             "high_seconds": seconds(spec.bus_bandwidth_low), "bytes": sum(bucket_bytes), "link": spec.name,
             "family": spec.name.split(" (")[0], "gpu": key, "configuration": configuration.name,
+            "configuration_gpus": configuration.gpus,
             "switched": "NVSwitch" in configuration.note, "bus_bandwidth": spec.bus_bandwidth,
             "bus_low": spec.bus_bandwidth_low, "bus_high": spec.bus_bandwidth_high,
             "alpha_seconds": spec.alpha_seconds,
@@ -457,7 +466,13 @@ def nccl_reading(rows: list[dict], where: Placement) -> str:
     bands = listed(_band(r["nccl"]) for r in predicted)
     how = f" on {where.shared}" if where.shares_gpu else ""
     assumed = "SXM boards" if " SXM" in link["gpu"] else "GPUs"
-    as_in = f", as in an {link['configuration']}" if link["configuration"].startswith("AWS") else ""
+    as_in, offer, total = "", link["configuration"], link["configuration_gpus"]
+    if offer.startswith("AWS") and total >= where.ranks:  # an instance with at least these GPUs
+        as_in = (
+            f", as in {where.ranks} of the {total} GPUs of an {offer}"
+            if total > where.ranks
+            else f", as in an {offer}"
+        )
     return (
         f"On {where.ranks} {_gpus_joined(link)} (this assumes {assumed} so joined{as_in}), NCCL's ring "
         f"all-reduce of {sizes} is predicted to take about {times} ms, against "
@@ -520,44 +535,50 @@ def scaling_sentence(changes: dict[str, dict], ranks: int, where: Placement) -> 
     """What the ranks against one process mean where they ran, per verdict (``changes``: model →
     ``compare`` result). On shared cores or a shared GPU, processes that won used the shared hardware better
     than one process, which is not DDP scaling, and processes that lost paid for what DDP adds; with a GPU
-    per rank, the extra GPUs won or DDP's costs lost. An unresolved comparison says nothing."""
+    per rank, the extra GPUs won or DDP's costs lost. An unresolved comparison says nothing. The models of a
+    verdict are named, or "Both" / "All n" where every model got it."""
     if not changes:
         return "With one rank there is nothing to compare."
     by_verdict: dict[str, list[str]] = {}
     for model, change in changes.items():
         by_verdict.setdefault(change["verdict"], []).append(f"`{model}`")
+    through = " through host memory" if where.staged else ""
     words = {
         "cpu": (
-            f"Where {ranks} processes with a share of the threads each beat one process with all of them "
-            "({}), the cores were used better by processes than by one operator's threads at a small batch; "
-            "that is not DDP scaling.",
-            "Where they lost ({}), what DDP adds cost more than any better use of the cores gained.",
+            f"{{}} won: {ranks} processes with a share of the threads each beat one process with all of "
+            "them, so the cores were used better by processes than by one operator's threads at a small "
+            "batch; that is not DDP scaling.",
+            "{} lost: what DDP adds cost more than any better use of the cores gained.",
             "For {} the two ways of using the cores came out the same.",
         ),
         "shared": (
-            f"Where {ranks} ranks taking turns on {where.shared} beat one process ({{}}), the processes kept "
-            "the GPU busier than one process did, each issuing its own kernels; that is not DDP scaling.",
-            "Where they lost ({}), what DDP adds here (processes taking turns on the GPU, and the all-reduce"
-            + (" through host memory" if where.staged else "")
-            + ") cost more than splitting the batch saved.",
+            f"{{}} won: {ranks} ranks taking turns on {where.shared} beat one process, keeping the GPU "
+            "busier than one process did, each issuing its own kernels; that is not DDP scaling.",
+            "{} lost: what DDP adds here (processes taking turns on the GPU, and the all-reduce"
+            f"{through}) cost more than splitting the batch saved.",
             "For {} the ranks sharing the GPU and one process came out the same.",
         ),
         "own": (
-            f"Where {ranks} ranks on GPUs of their own beat one ({{}}), the extra GPUs did it: that is DDP "
-            "scaling.",
-            "Where they lost ({}), what DDP adds (a process per rank and the all-reduce"
-            + (" through host memory" if where.staged else "")
-            + ") cost more than the extra GPUs gained.",
+            f"{{}} won on {ranks} GPUs of their own: the extra GPUs did it, which is DDP scaling.",
+            f"{{}} lost: what DDP adds (a process per rank and the all-reduce{through}) cost more than the "
+            "extra GPUs gained.",
             "For {} the extra GPUs and DDP's costs came out even.",
         ),
     }["cpu" if where.device == "cpu" else "shared" if where.shares_gpu else "own"]
+
+    def who(models: list[str], opening: bool) -> str:
+        if len(models) == len(changes) > 1:
+            every = "both" if len(models) == 2 else f"all {len(models)}"
+            return every.capitalize() if opening else f"{every} models"
+        return listed(models)
+
     sentences = []
     for verdict, text in zip(("faster", "slower", "no measurable difference"), words, strict=True):
         if verdict in by_verdict:
-            sentences.append(text.format(listed(by_verdict[verdict])))
+            sentences.append(text.format(who(by_verdict[verdict], not text.startswith("For"))))
     if "not resolved" in by_verdict:
         sentences.append(
-            f"For {listed(by_verdict['not resolved'])} the launches do not resolve a difference."
+            f"For {who(by_verdict['not resolved'], False)} the launches do not resolve a difference."
         )
     return " ".join(sentences)
 
@@ -613,6 +634,13 @@ def machine_reading(where: Placement, missing: list[tuple[str, str]]) -> str:
     return " ".join(filter(None, [first, shows.format(through), absent]))
 
 
+# How 3.6's bounds (``ddp_bounds.communication_bound``) treat what the backward pass can hide.
+_HIDDEN = (
+    "which let the part of an all-reduce before the backward pass's last gradient hide at no cost (a step "
+    "holding between the all-reduce's tail after that gradient and all of it)"
+)
+
+
 def overlap_reading(where: Placement) -> str:
     """Why what bucket overlap buys can or cannot show here (beside what NCCL does differently)."""
     if where.device == "cpu":
@@ -620,8 +648,8 @@ def overlap_reading(where: Placement) -> str:
             f"Here {where.name}'s threads run the all-reduce on the same {where.cores} cores as the backward "
             "pass, so the overlap that DDP's buckets arrange competes with the computation for the cores, "
             'and what bucket overlap buys cannot show: an all-reduce "hidden" behind the backward pass still '
-            "takes its core's time here, so the bounds above, between none and all of the all-reduce, are "
-            "the GPU's picture, where the hidden part is free."
+            f"takes its core's time here, so the bounds above, {_HIDDEN}, are the GPU's picture, where the "
+            "hidden part is free."
         )
     if where.shares_gpu:
         host = (
@@ -632,9 +660,8 @@ def overlap_reading(where: Placement) -> str:
         return (
             f"Here {where.name} {host}the {where.ranks} ranks' backward passes take turns on {where.shared}: "
             "a bucket handed over early waits for the other ranks' backward passes, so the hook's time in "
-            "flight holds that wait, and what bucket overlap buys cannot show. The bounds above, between "
-            "none and all of the all-reduce, are the picture of GPUs of their own, where the hidden part is "
-            "free."
+            "flight holds that wait, and what bucket overlap buys cannot show. The bounds above, "
+            f"{_HIDDEN}, are the picture of GPUs of their own, where the hidden part is free."
         )
     if where.staged:
         return (

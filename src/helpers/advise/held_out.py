@@ -313,6 +313,12 @@ def held_out_sentences(
     return found
 
 
+def calibration_runs(repeats: int) -> dict[str, str]:
+    """``calibration_runs``: how many independent single-process runs each calibration timing had, as the
+    prose says it: "3 independent runs each", "one run each"."""
+    return {"calibration_runs": "one run each" if repeats == 1 else f"{repeats} independent runs each"}
+
+
 def held_out_setting(
     hardware: dict, device: str, backend: str, world_sizes, launches: int, threads
 ) -> dict[str, str]:

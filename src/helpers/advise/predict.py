@@ -18,7 +18,7 @@ import pandas as pd
 from helpers.advise.counting import AdviseError, Counted
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import configurations as configs
-from helpers.costmodel import recommend
+from helpers.costmodel import recommend, rule
 from helpers.costmodel.gpus import gradient_bytes, roofline_step
 from helpers.costmodel.prose import short_verdict
 from helpers.costmodel.specs import CENTRAL, GPUS, LINKS
@@ -197,7 +197,7 @@ def one_bucket(gradient: float) -> str:
 def all_reduce_words(cond: pd.Series, per_gpu: int) -> str:
     """Where the all-reduce of one machine's ``condition_table`` row stands at ``per_gpu`` samples per GPU:
     after backward for a model whose gradients fit one DDP bucket (nothing overlaps, at any batch), with
-    its predicted time; else hidden from b* but for its last bucket, or not hidden below b*."""
+    its predicted time; else hidden from b*_hide but for its last bucket, or not hidden below b*_hide."""
     tail = time_band(cond["tail_seconds"], cond["tail_seconds_low"], cond["tail_seconds_high"])
     if int(cond["buckets"]) == 1:
         return (f"its {mebibytes(cond['gradient_bytes'])} of gradients {one_bucket(cond['gradient_bytes'])}, "
@@ -206,7 +206,9 @@ def all_reduce_words(cond: pd.Series, per_gpu: int) -> str:
     if np.isinf(hide):
         return "the all-reduce is never hidden behind backward at the central values"
     if per_gpu < hide:
-        return f"the all-reduce is not hidden below {int(hide)} per GPU (this batch gives {per_gpu})"
+        return (
+            f"the all-reduce is not hidden below b*_hide = {int(hide)} per GPU (this batch gives {per_gpu})"
+        )
     return (f"the all-reduce hides behind backward from {samples(int(hide))} per GPU but for its last "
             f"bucket ({mebibytes(cond['last_bucket_bytes'])}), whose {tail} follow backward")  # fmt: skip
 
@@ -259,7 +261,7 @@ def reasons(counted: Counted, summary: dict[str, pd.DataFrame], conditions: pd.D
                           f"step of {short_time(row.step_seconds)}", True))  # fmt: skip
         elif cond is not None:
             hide = "never" if np.isinf(cond["hide"]) else int(cond["hide"])
-            found.append(("per-GPU batch below b*, the all-reduce not hidden",
+            found.append(("per-GPU batch below b*_hide, the all-reduce not hidden",
                           f"{per_gpu} per GPU against b*_hide = {hide}", per_gpu < cond["hide"]))  # fmt: skip
         if cond is not None:
             found.append(("per-step fixed cost: compute below the host's ops and the optimizer's pass",
@@ -285,7 +287,7 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
     """The advice for ``counted`` at ``global_batch``, on every real machine of ``gpu_counts`` GPUs:
     ``machines`` (DDP per machine: step, speed-up, cost multiplier, hours and dollars per epoch with bands
     and verdicts), ``methods`` (DataParallel, DDP, ZeRO-1..3: step and memory per device, largest batch),
-    ``conditions`` (``recommend.condition_table``), ``reasons`` and one verdict sentence per machine.
+    ``conditions`` (``rule.condition_table``), ``reasons`` and one verdict sentence per machine.
     ``samples`` is an epoch (default: FSDD's training split, ``DEFAULT_EPOCH`` clips, the book's own
     epoch; ``Advice.epoch_source`` says which); ``measured`` replaces the roofline for a GPU
     (``recommend.measured_computes``)."""
@@ -298,7 +300,7 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
         )
     summary = predictions(counted, global_batch, machines, samples, measured)
     several = [m for m in machines if configs.configuration(m).gpus > 1]
-    conditions = recommend.condition_table((counted.name,), several) if several else pd.DataFrame(
+    conditions = rule.condition_table((counted.name,), several) if several else pd.DataFrame(
         columns=["model", "machine", "gpus", "buckets", "hide", "floor", "global_batch"])  # fmt: skip
     return Advice(
         counted, global_batch, samples, summary["ddp_overlap"], method_table(counted, summary, global_batch),

@@ -16,6 +16,7 @@ from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, specs
 from helpers.results import write_json_atomically
 
+FASTER = "faster whatever the inputs"  # ``recommend.verdict``'s wording where the whole band is faster
 PREDICTED = "predicted: chapter 5's roofline and links, a band over the inputs in `assumptions`"
 
 
@@ -119,7 +120,8 @@ def method_view(advice: Advice) -> pd.DataFrame:
 def condition_view(advice: Advice) -> pd.DataFrame:
     """The two conditions on the per-GPU batch, per machine, with their bands: where DDP's all-reduce goes
     (after backward when the gradients fit one bucket: it never hides, and its predicted time is shown;
-    else hidden from b* but for its last bucket) and the per-GPU batch that outgrows the fixed cost."""
+    else hidden from b*_hide but for its last bucket) and the per-GPU batch that outgrows the fixed cost,
+    b*_floor."""
     c = advice.conditions
 
     def whole(value) -> str:
@@ -129,20 +131,42 @@ def condition_view(advice: Advice) -> pd.DataFrame:
         tail = time_band(r.tail_seconds, r.tail_seconds_low, r.tail_seconds_high)
         if r.buckets == 1:
             return f"after backward, never hidden: {tail}"
-        return (f"hidden from b* = {whole(r.hide)} ({whole(r.hide_low)}–{whole(r.hide_high)}) but its last "
-                f"bucket, {tail} after backward")  # fmt: skip
+        return (f"hidden from b*_hide = {whole(r.hide)} ({whole(r.hide_low)}–{whole(r.hide_high)}) but its "
+                f"last bucket, {tail} after backward")  # fmt: skip
 
     return pd.DataFrame(
         {
             "machine": c["machine"],
             "DDP buckets": c["buckets"],
             "all-reduce": [all_reduce(r) for r in c.itertuples()],
-            "b* above fixed cost": [
+            "b*_floor, above fixed cost": [
                 f"{whole(v)} ({whole(lo)}–{whole(hi)})"
                 for v, lo, hi in zip(c["floor"], c["floor_low"], c["floor_high"], strict=True)
             ],
             "per GPU here": [advice.global_batch // k for k in c["gpus"]],
         }
+    )
+
+
+def why_slower(advice: Advice) -> tuple[pd.DataFrame, list[str]]:
+    """The reasons that apply (``Advice.reasons``), on the multi-GPU machines whose DDP verdict is not
+    "faster whatever the inputs" — a machine predicted faster pays the same kinds of cost and outweighs
+    them, so they are no reason it is slower — and the machines so left out, in the table's order."""
+    ddp = advice.machines[advice.machines["gpus"] > 1]
+    faster = list(ddp.loc[ddp["faster"] == FASTER, "machine"])
+    applies = advice.reasons[advice.reasons["applies"] & ~advice.reasons["machine"].isin(faster)]
+    return applies.drop(columns="applies"), faster
+
+
+def faster_note(faster: list[str]) -> str:
+    """What ``why_slower`` left out, as a sentence: "On the seed's 4x GTX 1080 Ti workstation and AWS
+    g6.12xlarge, predicted faster whatever the inputs, the same kinds of cost are paid and outweighed by
+    the compute the GPUs divide: they are not listed."; "" where none is."""
+    if not faster:
+        return ""
+    return (
+        f"On {joined(faster)}, predicted faster whatever the inputs, the same kinds of cost are paid and "
+        "outweighed by the compute the GPUs divide: they are not listed."
     )
 
 
@@ -172,21 +196,23 @@ def epoch_words(advice: Advice) -> str:
 
 def render(advice: Advice, measured: pd.DataFrame | None = None) -> str:
     """The whole advice as terminal text."""
-    applies = advice.reasons[advice.reasons["applies"]]
+    applies, faster = why_slower(advice)
     parts = [
         "\n".join(summary_lines(advice.counted, advice)),
         "DDP on each machine (speed-up and dollars against one GPU of the same kind):\n"
         + text_table(machine_view(advice)),
         "Every method on the multi-GPU machines (busiest device):\n" + text_table(method_view(advice)),
         "Where DDP's all-reduce goes (gradients that fit one bucket are all-reduced after backward, never "
-        "hidden; with several, from the per-GPU batch b* all but the last bucket hide behind backward) and "
-        "the per-GPU batch b* that outgrows the fixed cost:\n" + text_table(condition_view(advice)),
+        "hidden; with several, all but the last bucket hide behind backward from the per-GPU batch b*_hide) "
+        "and the per-GPU batch b*_floor that outgrows the fixed cost:\n" + text_table(condition_view(advice)),
         "Verdicts:\n" + "\n".join(f"- {v}" for v in advice.verdicts),
-        "Why multi-GPU training can be slower than one GPU, for this model at this batch (what applies):\n"
+        "Why multi-GPU training can be slower than one GPU, for this model at this batch (what applies, on "
+        "each machine not predicted faster whatever the inputs):\n"
         + (
             "\n".join(f"- {r.machine}: {r.reason}: {r.number}" for r in applies.itertuples())
             or "- none applies"
-        ),
+        )
+        + (f"\n- left out, predicted faster whatever the inputs: {', '.join(faster)}" if faster else ""),
     ]
     if measured is not None and len(measured):
         parts.append("Measured on this machine:\n" + text_table(measured))

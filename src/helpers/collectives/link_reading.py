@@ -141,12 +141,19 @@ def describe_alphas(fits: pd.DataFrame, factor: float = 3.0) -> str:
     )
 
 
+ELSEWHERE = (  # the chapter 5 a reader sees may be another edition's, executed from another machine
+    "a chapter 5 executed from another machine's records, as another edition's may be, uses that machine's "
+    "own fit"
+)
+
+
 def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str) -> str:
     """What chapter 5 prices DDP's all-reduce with: the two-rank fit of the machine it models, so that of
-    this machine only where chapter 5 is executed from this machine's records (the book may show another
-    machine's chapter 5, with that machine's fit). ``priced`` is what chapter 5 would use from these
-    records (``timemodel.all_reduce_alpha_beta`` of the results folder): the fit of ``dist.all_reduce``
-    shown here for ``backend`` on ``device``, or another record's, named by its α and 1/β."""
+    this machine only where chapter 5 is executed from this machine's records; the book may show another
+    machine's chapter 5, with that machine's fit, and the sentence says so (``ELSEWHERE``). ``priced`` is
+    what chapter 5 would use from these records (``timemodel.all_reduce_alpha_beta`` of the results
+    folder): the fit of ``dist.all_reduce`` shown here for ``backend`` on ``device``, or another record's,
+    named by its α and 1/β."""
     chosen = fits.query("operation == 'all_reduce' and backend == @backend and device == @device")
     machine = "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models"
     if (
@@ -154,12 +161,69 @@ def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str
         and math.isclose(chosen["alpha_seconds"].iloc[0], priced["alpha_seconds"])
         and (math.isclose(chosen["seconds_per_byte"].iloc[0], priced["seconds_per_byte"]))
     ):
-        return f"{machine}: this fit, where chapter 5 is executed from this machine's records."
+        return f"{machine}: this fit, where chapter 5 is executed from this machine's records; {ELSEWHERE}."
     return (
         f"{machine}; executed from this machine's records it would use another two-rank benchmark of this "
         f"results folder, the one with the most message sizes: α = {microseconds(priced['alpha_seconds'])} "
-        f"µs and 1/β = {priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s."
+        f"µs and 1/β = {priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s; {ELSEWHERE}."
     )
+
+
+CARRIES = "carries over"
+
+
+def carry_over(
+    beyond: pd.DataFrame,
+    fit_error: float | None = None,
+    ranks: int | None = None,
+    implementation: str = "all_reduce (torch.distributed)",
+    where: str | None = None,
+    cores: int | None = None,
+) -> dict | None:
+    """Whether the two-rank fit carries over to ``ranks`` ranks (default: the most measured) for
+    ``implementation`` (on ``where``, "gloo/cpu", default the first measured), as chapter 4 reads it from
+    ``tables.beyond_the_fit``: the median ratio r (measured ÷ predicted, lower quartiles) and its range over
+    message sizes, read alike on either side of 1. None where that rank count was not measured.
+
+    ``verdict`` is "carries over" where r lies within ``stats.MATTERS`` of 1 (``reason`` "within MATTERS"),
+    where the miss |r − 1| lies within ``fit_error``, the two-rank fit's own median error ("within the
+    fit's own error"), or where the sizes lie on both sides of the fit and the miss is no larger than half
+    their spread ("sizes on both sides"); ``within`` is then the furthest size's miss, what the fit carries
+    over to within. Else "slower" (``reason`` "scheduler" with more ranks than ``cores``, else "something
+    the model lacks") or "faster" ("faster than the fit"), and ``within`` None. ``median``, ``range``
+    ("0.71–1.12"), ``low``, ``high``, ``miss``, ``direction`` (the side of the median), ``ranks``,
+    ``where`` and ``implementation`` say what was read:
+    ``{"verdict": "carries over", "within": 0.29, "median": 0.9, "range": "0.71–1.12", ...}``."""
+    rows = beyond[beyond.index.get_level_values(1) == implementation]
+    if where is not None:
+        rows = rows[rows.index.get_level_values(0) == where]
+    if ranks is None and not rows.empty:
+        ranks = int(rows.index.get_level_values(2).max())
+    rows = rows[rows.index.get_level_values(2) == ranks]
+    if rows.empty:
+        return None
+    (place, name, k), row = next(iter(rows.iterrows()))
+    ratio = float(row["measured ÷ two-rank model, median"])
+    spread = row["range over message sizes"]
+    low, high = (float(value) for value in spread.split("–"))
+    miss, furthest = abs(ratio - 1), max(abs(low - 1), abs(high - 1))
+    found = {"median": ratio, "range": spread, "low": low, "high": high, "miss": miss,
+             "direction": "slower" if ratio > 1 else "faster", "ranks": int(k), "where": place,
+             "implementation": name, "fit_error": fit_error, "within": None}  # fmt: skip
+    if 1 / (1 + MATTERS) <= ratio <= 1 + MATTERS:
+        return {**found, "verdict": CARRIES, "reason": "within MATTERS", "within": furthest}
+    if fit_error is not None and miss <= fit_error:
+        return {**found, "verdict": CARRIES, "reason": "within the fit's own error", "within": furthest}
+    if low < 1 < high and miss <= (high - low) / 2:
+        return {**found, "verdict": CARRIES, "reason": "sizes on both sides", "within": furthest}
+    if ratio > 1:
+        crowded = cores is not None and k > cores
+        return {
+            **found,
+            "verdict": "slower",
+            "reason": "scheduler" if crowded else "something the model lacks",
+        }
+    return {**found, "verdict": "faster", "reason": "faster than the fit"}
 
 
 def describe_beyond(
@@ -169,8 +233,9 @@ def describe_beyond(
     implementation: str = "all_reduce (torch.distributed)",
     fit_error: float | None = None,
 ) -> str:
-    """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts, read alike
-    on either side of 1 from the median ratio r (measured ÷ predicted) and its range over message sizes:
+    """A sentence on how the two-rank fit predicted ``implementation`` at the other rank counts, each read
+    by ``carry_over``, on either side of 1 alike, from the median ratio r (measured ÷ predicted) and its
+    range over message sizes:
 
     - r within ``stats.MATTERS`` of 1: the fit carries over (naming the furthest size's miss where the
       range reaches beyond ``MATTERS``);
@@ -189,45 +254,42 @@ def describe_beyond(
         )
     pinned = {record["config"]["world_size"]: is_pinned(record) for record in records}
     sentences = []
-    for (where, name, k), row in beyond.iterrows():
+    for where, name, k in beyond.index:
         if name != implementation:
             continue
-        ratio = float(row["measured ÷ two-rank model, median"])
-        low, high = (float(value) for value in row["range over message sizes"].split("–"))
-        carries = 1 / (1 + MATTERS) <= ratio <= 1 + MATTERS
-        both_sides = low < 1 < high
-        miss, furthest = abs(ratio - 1), max(abs(low - 1), abs(high - 1))
-        direction = "slower" if ratio > 1 else "faster"
+        read = carry_over(beyond, fit_error, k, implementation, where, cores)
+        ratio, direction, miss = read["median"], read["direction"], read["miss"]
+        straddles = read["low"] < 1 < read["high"] and read["reason"] != "within MATTERS"
         took = (
             f"With {k} ranks ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts (lower "
-            f"quartiles, median over message sizes; {row['range over message sizes']}×"
-            + (", so some sizes lie on the other side of the fit)" if both_sides and not carries else ")")
+            f"quartiles, median over message sizes; {read['range']}×"
+            + (", so some sizes lie on the other side of the fit)" if straddles else ")")
         )
         own = f" (on two ranks it lies {fit_error:.0%} from its own points, median)" if fit_error else ""
-        if carries:
+        if read["reason"] == "within MATTERS":
             why = (
                 "the fit carries over"
-                + (f", every size to within {furthest:.0%}" if furthest > MATTERS else "")
+                + (f", every size to within {read['within']:.0%}" if read["within"] > MATTERS else "")
                 + (f", even with {k} ranks on {cores} cores" if k > cores else "")
             )
-        elif fit_error is not None and miss <= fit_error:
+        elif read["reason"] == "within the fit's own error":
             why = (
                 f"about {miss:.0%} {direction} than predicted, within the two-rank fit's own error "
                 f"({fit_error:.0%}), so it singles out no {'cost' if ratio > 1 else 'saving'} of the extra "
                 "ranks"
             )
-        elif both_sides and miss <= (high - low) / 2:
+        elif read["reason"] == "sizes on both sides":
             why = (
-                f"about {miss:.0%} {direction} than predicted at the median size, a miss smaller than the "
-                f"spread over sizes, so the fit carries over to within about {furthest:.0%}{own}"
+                f"about {miss:.0%} {direction} than predicted over the sizes (median), a miss smaller than "
+                f"the spread over sizes, so the fit carries over to within about {read['within']:.0%}{own}"
             )
-        elif ratio > 1:
+        elif read["reason"] == "scheduler":
             why = (
                 f"with {k} ranks on {cores} cores some rank waits for a core at every step: the scheduler's "
                 "time, which no property of the link explains"
-                if k > cores
-                else "something the two-rank model lacks costs time"
             )
+        elif read["verdict"] == "slower":
+            why = "something the two-rank model lacks costs time"
         else:
             why = "faster than the two-rank fit predicts, so it does not carry over to this launch"
             if pinned.get(LINK_FIT_WORLD_SIZE) and pinned.get(k) is False:

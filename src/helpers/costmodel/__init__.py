@@ -6,7 +6,9 @@
 - ``gpus``: FLOPs and bytes per layer, the roofline with its uncertain inputs, GPU and link specs;
 - ``configurations``: the machines that can be bought or rented, each with its price row;
 - ``recommend``: predicted speed-ups and dollars on those machines, each a band, with verdicts;
+- ``rule``: the two conditions on the per-GPU batch (hiding the all-reduce, outgrowing the fixed cost);
 - ``validation``: the time model against multi-rank runs it never saw, per method;
 - ``seed``: the check against the seed's arithmetic and verdicts;
-- ``tables`` and ``prose``: what the chapter shows, as tables with human columns and as sentences.
+- ``tables``, ``prose`` and ``rule_prose``: what the chapter shows, as tables with human columns and as
+  sentences.
 """

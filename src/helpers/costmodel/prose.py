@@ -19,9 +19,6 @@ from helpers.costmodel.gpus import (
     training_flops_per_sample,
 )
 from helpers.costmodel.recommend import (
-    BUCKET_CAP_MB,
-    DEFAULT_FIRST_BUCKET_MB,
-    ddp_buckets,
     fastest_batches,
     headline,
     result_band,
@@ -29,7 +26,7 @@ from helpers.costmodel.recommend import (
 )
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
-from helpers.costmodel.tables import banded
+from helpers.ddp import ddp_bucket_bytes
 
 WHATEVER = " whatever the inputs"
 BOUNDS = {"compute": "arithmetic", "memory": "memory traffic", "host": "the host issuing ops"}
@@ -100,6 +97,34 @@ def calibration_note(compute: pd.DataFrame, models) -> dict[str, str]:
     return {"calibration_note": " ".join(notes)}
 
 
+def _measured_buckets(rows: pd.DataFrame, gaps: pd.Series) -> dict:
+    """The DDP configurations measured (``rows`` of ``validation.validate``, with their bucket cap and
+    compression) split by how many DDP buckets their gradients make: ``one`` and ``several`` name them
+    ("`LinearNet`", "`ConvNet` at 25 MiB", "`ConvNet` at 0.25 MiB (3 buckets)"); ``several_gap`` is the
+    largest relative difference (%) of the two DDP methods' predictions among the several-bucket ones
+    (``gaps``, per measurement). Empty where the rows carry no bucket cap."""
+    if "bucket_cap_mb" not in rows or rows.empty:
+        return {}
+    counts: dict[str, dict[float, int]] = {}
+    many = []
+    for measurement, row in rows.drop_duplicates("measurement").set_index("measurement").iterrows():
+        compression = row.get("compression") if isinstance(row.get("compression"), str) else None
+        count = len(ddp_bucket_bytes(row["model"], float(row["bucket_cap_mb"]), compression))
+        counts.setdefault(row["model"], {})[float(row["bucket_cap_mb"])] = count
+        if count > 1:
+            many.append(measurement)
+    one, several = [], []
+    for model, caps in counts.items():
+        single = sorted(cap for cap, count in caps.items() if count == 1)
+        if single:
+            at = "" if len(single) == len(caps) else " at " + listing([f"{cap:g}" for cap in single]) + " MiB"
+            one.append(f"`{model}`{at}")
+        several += [f"`{model}` at {cap:g} MiB ({count} buckets)" for cap, count in sorted(caps.items())
+                    if count > 1]  # fmt: skip
+    return {"one": one, "several": several,
+            "several_gap": float(gaps.loc[many].max() * 100) if many else 0.0}  # fmt: skip
+
+
 def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict[str, str]:
     """Each method's error on its own (``validation.validation_summary``), whether the two DDP methods
     differ at all here, and which methods are biased: all predictions on one side and none inside the
@@ -110,12 +135,13 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
                 "bias_short": "not tested here (no multi-rank measurement)"}  # fmt: skip
     by = summary.set_index(["model", "method"])
     ddp = [m for m in ("ddp_no_overlap", "ddp_overlap") if m in set(summary["method"])]
-    gap = None
+    gap, buckets = None, {}
     if len(ddp) == 2:
-        pairs = validated[validated["method"].isin(ddp)].pivot(
-            index="measurement", columns="method", values="predicted_seconds"
-        )
-        gap = float((pairs.max(axis=1) / pairs.min(axis=1) - 1).max() * 100)
+        rows = validated[validated["method"].isin(ddp)]
+        pairs = rows.pivot(index="measurement", columns="method", values="predicted_seconds")
+        gaps = pairs.max(axis=1) / pairs.min(axis=1) - 1
+        gap = float(gaps.max() * 100)
+        buckets = _measured_buckets(rows, gaps)
     same = gap is not None and gap < 1
     label = {**METHOD_NAMES, **({"ddp_no_overlap": "DDP"} if same else {})}
     parts = []
@@ -126,14 +152,29 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
         parts.append(
             f"`{name}` " + ", ".join(f"{label[m]} {by.loc[(name, m), 'mape_percent']:.0f} %" for m in methods)
         )
+    one, several = buckets.get("one", []), buckets.get("several", [])
+    identical = (
+        f"For {listing(one)} they are identical by construction: the gradients make one DDP bucket, handed "
+        "over when backward ends, so both put its whole all-reduce after backward."
+        if one
+        else ""
+    )
     if same:
         methods_note = (
-            f"On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to {gap:.1f} %): the "
-            "buckets' all-reduces are short next to the compute, so hiding them changes nothing; they count "
-            "as one method here."
+            f"On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to {gap:.1f} %); they "
+            f"count as one method here. {identical}"
         )
+        if several:
+            methods_note += (
+                f" For {listing(several)} they differ by at most {buckets['several_gap']:.1f} %: the "
+                "buckets' all-reduces are short next to the compute, so hiding all but the last changes "
+                "little."
+            )
     else:
         methods_note = f"`ddp_overlap` and `ddp_no_overlap` differ by up to {gap:.0f} % here." if gap else ""
+        if gap and one:
+            methods_note += f" {identical}"
+    methods_note = methods_note.strip()
     biased = []
     for (name, method), row in by.iterrows():
         if (same and method == "ddp_overlap") or row["points"] < 2 or row.get("within_measured_range", 1):
@@ -398,110 +439,6 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
         )
     return {"relation_note": " ".join(texts),
             "time_to_result_note": "With the batch allowed to grow, " + "; ".join(results) + "."}  # fmt: skip
-
-
-def _mib(nbytes: float) -> str:
-    return f"{nbytes / 2**20:.3g} MiB"
-
-
-def _against(rows: pd.DataFrame, column: str) -> tuple[int, int]:
-    """Of ``rows``, how many fit the training set whatever the inputs by ``column``, and how many never."""
-    return (int(rows[column].eq("within the dataset whatever the inputs").sum()),
-            int(rows[column].eq("more than the dataset holds whatever the inputs").sum()))  # fmt: skip
-
-
-def first_bucket_note(models, first_mb: float = DEFAULT_FIRST_BUCKET_MB) -> str:
-    """What DDP's smaller first bucket (``bucket_cap_mb`` left unset) would change for ``models``: which
-    would still make one bucket, and how little of backward a first bucket that holds nearly every byte
-    could overlap (only the part that produces the rest)."""
-    one, split = [], []
-    for name in models:
-        buckets = ddp_buckets(name, first_bucket_mb=first_mb)
-        if len(buckets) == 1:
-            one.append(f"`{name}`'s gradients would still make one bucket")
-        else:
-            rest = sum(buckets[1:])
-            split.append(
-                f"`{name}`'s a first of {_mib(buckets[0])} and {_mib(rest)} after it, so its first bucket's "
-                f"all-reduce could overlap only the part of backward that produces that last {_mib(rest)}, "
-                "and the second's would follow backward"
-            )
-    if not one + split:
-        return ""
-    return f"With `bucket_cap_mb` left unset DDP closes its first bucket at {first_mb:g} MiB instead: " + (
-        listing(one + split) + "."
-    )
-
-
-def rule_sentences(conditions: pd.DataFrame) -> dict[str, str]:
-    """Per model, what each eight-GPU machine needs for both conditions (``recommend.condition_table``),
-    with its band, against the training set; ``rule_short`` for the takeaway. A model whose gradients fit
-    one DDP bucket never hides its all-reduce, so no global batch meets both: it is said so, with the
-    all-reduce that follows backward on each machine and the global batch the fixed cost alone needs."""
-    texts, short, single, floors = {}, [], [], []
-    for name in ("LinearNet", "ConvNet"):
-        rows = conditions[conditions["model"] == name]
-        one = len(rows) > 0 and "buckets" in rows and rows["buckets"].eq(1).all()
-        if one:
-            single.append(name)
-            tails = banded(rows, "tail_seconds", 1e3)
-            needed = banded(rows, "floor_global_batch", whole=True)
-            after = [f"{tail} ms on {machine}" for machine, tail in zip(rows["machine"], tails, strict=True)]
-            alone = [f"{batch} on {machine}: {fits}"
-                     for machine, batch, fits in zip(rows["machine"], needed,
-                                                     rows["floor against the training set"],
-                                                     strict=True)]  # fmt: skip
-            texts[f"rule_{name.lower()}"] = (
-                f"`{name}`: its {_mib(rows['gradient_bytes'].iloc[0])} of gradients fill one DDP bucket at "
-                f"the {BUCKET_CAP_MB} MiB cap the step predictions assume, so no per-GPU batch hides its "
-                "all-reduce and no "
-                "global batch meets both conditions (the table's unbounded); the all-reduce follows backward "
-                f"instead, {listing(after)}. The fixed cost alone is outgrown from a global batch of "
-                + "; ".join(alone)
-                + "."
-            )
-            within, beyond = _against(rows, "floor against the training set")
-            floors.append(f"on {within} of {len(rows)} eight-GPU machines whatever the inputs for `{name}` "
-                          f"(on {beyond} never)")  # fmt: skip
-            continue
-        needs = banded(rows, "global_batch", whole=True)
-        parts = [f"{machine} needs a global batch of {batch}: {fits}"
-                 for machine, batch, fits in zip(rows["machine"], needs, rows["against the training set"],
-                                                 strict=True)]  # fmt: skip
-        texts[f"rule_{name.lower()}"] = f"`{name}`: " + "; ".join(parts) + "." if parts else ""
-        if len(rows):
-            within, beyond = _against(rows, "against the training set")
-            short.append(
-                f"`{name}` fits within the 2,700 clips on {within} of {len(rows)} eight-GPU machines "
-                f"whatever the inputs, on {beyond} never"
-            )
-    if single:
-        if len(single) == 1:
-            said = f"`{single[0]}`'s all-reduce cannot hide (one DDP bucket holds it), so it meets both "
-            said += "conditions on no machine"
-        else:
-            said = "Neither model's all-reduce can hide (one DDP bucket each), so neither meets both "
-            said += "conditions on any machine"
-        short.append(f"{said}; the fixed cost alone is outgrown within the 2,700 clips {listing(floors)}")
-    texts["rule_short"] = "; ".join(short) + "." if short else ""
-    several = conditions[conditions["buckets"] > 1] if "buckets" in conditions else conditions
-    edge = several[several["hide_low"] <= 1]
-    notes = []
-    if single:
-        notes.append(
-            "For a one-bucket model the first condition is therefore a cost, not a threshold: it pays that "
-            "all-reduce after every backward, and more GPUs still pay off where the compute they divide "
-            "outweighs it, which the step predictions of 5.7 weigh."
-        )
-        notes.append(first_bucket_note(single))
-    if len(edge):
-        notes.append(
-            f"At the band's edge on {listing(sorted(set(edge['machine'])))}, even a one-sample backward "
-            "hides the all-reduce of every bucket but the last (b*_hide = 1), so there only the second "
-            "condition decides."
-        )
-    texts["hide_note"] = " ".join(note for note in notes if note)
-    return texts
 
 
 def seed_traffic_sentences(traffic: pd.DataFrame) -> dict[str, str]:

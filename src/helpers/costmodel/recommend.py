@@ -23,8 +23,6 @@ import pandas as pd
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
-    arithmetic_seconds,
-    fixed_step_seconds,
     gradient_bytes,
     gradient_sizes,
     layer_costs,
@@ -95,22 +93,6 @@ def ddp_buckets(model: str, bucket_cap_mb: float = BUCKET_CAP_MB, first_bucket_m
         if produced >= first_bucket_mb * 2**20:
             return [produced, *ddp_bucket_bytes(sizes[index + 1 :], bucket_cap_mb)]
     return [produced]
-
-
-def hidden_but_last(backward_seconds: float, bucket_bytes: list[float], all_reduce_seconds) -> bool:
-    """Whether backward hides every bucket's all-reduce but the last's, the most DDP can hide: bucket j is
-    ready once backward has produced its share of the bytes and its all-reduce starts when the one before
-    has ended (``timemodel.overlapped_all_reduce_finish``); all of them up to the last must end by the end
-    of backward. The last bucket is ready only when backward ends, so its all-reduce always follows it;
-    with one bucket that is the whole all-reduce, and nothing hides, at any batch."""
-    if len(bucket_bytes) < 2:
-        return False
-    total = sum(bucket_bytes)
-    finish = produced = 0.0
-    for size in bucket_bytes[:-1]:
-        produced += size
-        finish = max(backward_seconds * produced / total, finish) + all_reduce_seconds(size)
-    return finish <= backward_seconds
 
 
 def roofline_compute(model: str, gpu: GPU, scenario: Scenario = CENTRAL) -> Compute:
@@ -490,103 +472,6 @@ def fastest_batches(bands: pd.DataFrame) -> pd.DataFrame:
     """Per model and machine, the global batch with the shortest central time to the target, and it."""
     best = bands.loc[bands.groupby(["model", "machine"])["seconds_to_target"].idxmin()]
     return best.sort_values(["model", "seconds_to_target"]).reset_index(drop=True)
-
-
-def batch_conditions(
-    model: str, machine: str, largest: int = 1 << 16, bucket_cap_mb: float = BUCKET_CAP_MB
-) -> pd.DataFrame:
-    """The two per-GPU batches above which adding GPUs pays, per scenario, on ``machine``'s GPUs:
-
-    - ``hide``: the smallest b whose predicted backward hides the all-reduce of every DDP bucket but the
-      last (``hidden_but_last``, buckets at ``bucket_cap_mb`` as the step predictions have them); None
-      where no b up to ``largest`` does, and always for a model whose gradients fit one bucket: that
-      bucket is handed over when backward ends, so its all-reduce follows backward at any batch;
-    - ``floor``: the smallest b whose convolutions and matrix products take as long as what every GPU
-      repeats each step whatever its batch (its host ops and the optimizer): below it, each GPU's step is
-      mostly fixed cost, and dividing the batch over more GPUs divides little.
-
-    ``tail_seconds`` is the all-reduce that follows backward however large b: the last bucket's (with one
-    bucket, the whole gradient's). ``global_batch`` is k × the larger of the two: the global batch that
-    makes both hold (None where ``hide`` is).
-    """
-    config = configs.configuration(machine)
-    gpu, link, k = GPUS[config.gpu], LINKS[config.link], config.gpus
-    buckets = ddp_buckets(model, bucket_cap_mb)
-    rows = []
-    for label, scenario in scenarios():
-        shard = scenario.at_shard()  # each GPU computes its shard of the global batch
-        compute = roofline_compute(model, gpu, shard)
-
-        def all_reduce(nbytes: float, level: str = scenario.link) -> float:
-            return ring_all_reduce_seconds(nbytes, k, link.alpha_seconds, 1 / link.bus(level))
-
-        hide = _smallest(
-            lambda b, c=compute, f=all_reduce: hidden_but_last(c(b)["backward"], buckets, f), largest
-        ) if len(buckets) > 1 else None  # fmt: skip
-        floor = math.ceil(fixed_step_seconds(model, gpu, shard) / arithmetic_seconds(model, 1, gpu, shard))
-        both = None if hide is None else k * max(hide, floor)
-        rows.append({"model": model, "machine": machine, "gpus": k, "scenario": label, "hide": hide,
-                     "floor": floor, "global_batch": both, "floor_global_batch": k * floor,
-                     "buckets": len(buckets), "gradient_bytes": sum(buckets),
-                     "last_bucket_bytes": buckets[-1],
-                     "tail_seconds": all_reduce(buckets[-1])})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _smallest(holds: Callable[[int], bool], largest: int) -> int | None:
-    """The smallest b in 1..``largest`` for which ``holds`` (assumed monotone), by doubling and bisection."""
-    batch = 1
-    while batch <= largest and not holds(batch):
-        batch *= 2
-    if batch > largest:
-        return None
-    low, high = batch // 2 + 1, batch
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (low, middle) if holds(middle) else (middle + 1, high)
-    return low
-
-
-def _against_data(frame: pd.DataFrame, column: str, cap: int) -> str:
-    """Whether the training set (``cap`` clips) holds the global batch of ``column`` over the whole band
-    of ``frame`` (``batch_conditions``' scenarios), or what decides it."""
-    need = frame[column]
-    if need.max() <= cap:
-        return "within the dataset whatever the inputs"
-    if need.min() > cap:
-        return "more than the dataset holds whatever the inputs"
-    deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
-    return "within the dataset or not, depending on " + (
-        " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
-    )
-
-
-def condition_table(models, machines, cap: int = TRAIN_CLIPS, bucket_cap_mb: float = BUCKET_CAP_MB):
-    """``batch_conditions`` summarized per model and machine: each condition's per-GPU batch, the global
-    batch both need and the one the fixed cost alone needs (``floor_global_batch``), and the all-reduce
-    that follows backward (``tail_seconds``), central with lowest and highest over the band (``hide_high``
-    infinite where some scenario never hides the all-reduce; all of ``hide`` infinite for a one-bucket
-    model, which never hides it); the model's DDP ``buckets``; and whether the training set (``cap``
-    clips) holds the global batch over the whole band, or what decides it (``ONE_BUCKET`` where no batch
-    can meet both), and the same for the fixed cost alone (``floor against the training set``)."""
-    rows = []
-    for model in models:
-        for machine in machines:
-            frame = batch_conditions(model, machine, bucket_cap_mb=bucket_cap_mb).fillna(
-                {"hide": np.inf, "global_batch": np.inf}
-            )
-            central = frame[frame["scenario"] == "central"].iloc[0]
-            one = int(central["buckets"]) == 1
-            row = {"model": model, "machine": machine, "gpus": int(central["gpus"]),
-                   "buckets": int(central["buckets"]), "gradient_bytes": int(central["gradient_bytes"]),
-                   "last_bucket_bytes": int(central["last_bucket_bytes"])}  # fmt: skip
-            for column in ("hide", "floor", "global_batch", "floor_global_batch", "tail_seconds"):
-                row[column], row[f"{column}_low"], row[f"{column}_high"] = (
-                    central[column], frame[column].min(), frame[column].max())  # fmt: skip
-            rows.append({**row, "against the training set": ONE_BUCKET if one else _against_data(
-                frame, "global_batch", cap), "floor against the training set": _against_data(
-                frame, "floor_global_batch", cap)})  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def result_costs(

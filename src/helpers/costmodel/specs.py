@@ -247,17 +247,19 @@ LINKS = {
     ),
     "NVLink 4 (H100 SXM)": Link(
         "NVLink 4 (H100 SXM)", 450e9, 370e9, NVLINK_RANGE[0] * 450e9, 480e9, NVLINK_ALPHA,
-        "measured: nccl-tests ring all-reduce busbw 370 GB/s on 8 H100 SXM; 480 GB/s with NVLink SHARP (the "
-        f"band's top); band's bottom {NVLINK_RANGE[0]:.0%} of peak (assumption)",
+        "stated by an NCCL maintainer, not a posted run: a ring reaches 370 GB/s busbw over H100 SXMs' "
+        "NVLink 4 (450 GB/s line rate less about 20 % protocol overhead); about 480 GB/s peak with NVLink "
+        f"SHARP on 8 GPUs (the band's top); band's bottom {NVLINK_RANGE[0]:.0%} of peak (assumption)",
         "github.com/NVIDIA/nccl-tests/issues/212 (answer by sjeaugey, 2024-05-06); H100 datasheet: NVLink "
         "900 GB/s both ways per GPU", "2024-05-06",
     ),
     "NVLink 4 (H200 SXM)": Link(
         "NVLink 4 (H200 SXM)", 450e9, 370e9, NVLINK_RANGE[0] * 450e9, 480e9, NVLINK_ALPHA,
-        "the H100 SXM's NVLink 4 figures (the same 900 GB/s NVLink and NVSwitch baseboard): no published "
-        "busbw of 8 H200s was found; band as for the H100",
+        "the H100 SXM's NVLink 4 figures (the same 900 GB/s NVLink and NVSwitch baseboard), band as for the "
+        "H100; 8 H200s posted a peak all-reduce busbw of 475 GB/s with NVLink SHARP, at the band's top",
         "NVIDIA H200 datasheet (July 2024): NVLink 900 GB/s both ways per GPU; "
-        "github.com/NVIDIA/nccl-tests/issues/212 (2024-05-06) for the H100's busbw", "2024-07",
+        "github.com/NVIDIA/nccl-tests/issues/212 (2024-05-06) for the H100's busbw; "
+        "github.com/NVIDIA/nccl-tests/issues/272 (2024-11-27) for 8 H200s", "2024-11-27",
     ),
 }  # fmt: skip
 

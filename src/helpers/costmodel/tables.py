@@ -10,7 +10,13 @@ import pandas as pd
 from IPython.display import Markdown
 
 from helpers.costmodel import money, specs
-from helpers.costmodel.recommend import fastest_batches, result_band, result_costs, time_to_result
+from helpers.costmodel.recommend import (
+    TRAIN_CLIPS,
+    fastest_batches,
+    result_band,
+    result_costs,
+    time_to_result,
+)
 from helpers.ddp import significant
 
 
@@ -60,14 +66,29 @@ def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
 
 
 def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
-    """``condition_table`` for reading: per-GPU and global batches as "central (lowest–highest)"."""
-    return pd.DataFrame({
-        "model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
-        "b*, all-reduce hidden (per GPU)": banded(conditions, "hide", whole=True),
-        "b*, above the fixed cost (per GPU)": banded(conditions, "floor", whole=True),
-        "global batch both need": banded(conditions, "global_batch", whole=True),
-        "against 2,700 clips": conditions["against the training set"],
-    })  # fmt: skip
+    """``condition_table`` for reading, per-GPU and global batches and seconds as "central
+    (lowest–highest)": the DDP buckets; b*_hide only where some model has several buckets (a one-bucket
+    model's reads "none: one bucket", never an unbounded band); the all-reduce left after backward (all of
+    it with one bucket, the last bucket's with several) beside the compute per GPU at the chapter's global
+    batch, where ``condition_table`` was given one; b*_floor; and the global batch every condition that
+    can hold needs, against the training set."""
+    one = conditions["buckets"].eq(1)
+    shown = {"model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
+             "DDP buckets": conditions["buckets"]}  # fmt: skip
+    if not one.all():
+        hide = banded(conditions, "hide", whole=True).where(~one, "none: one bucket")
+        shown["b*_hide: all but the last bucket hidden (per GPU)"] = hide
+    shown["all-reduce left after backward (ms)"] = banded(conditions, "tail_seconds", 1e3)
+    if "compute_seconds" in conditions and conditions["compute_seconds"].notna().any():
+        batch, shares = int(conditions["batch"].iloc[0]), conditions["per_gpu_batch"].unique()
+        each = f", {int(shares[0])} per GPU" if len(shares) == 1 else ""
+        shown[f"compute per GPU at a global batch of {batch}{each} (ms)"] = banded(
+            conditions, "compute_seconds", 1e3
+        )
+    shown["b*_floor: above the fixed cost (per GPU)"] = banded(conditions, "floor", whole=True)
+    shown["global batch needed"] = banded(conditions, "needed_global_batch", whole=True)
+    shown[f"against {TRAIN_CLIPS:,} clips"] = conditions["needed against the training set"]
+    return pd.DataFrame(shown)
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
