@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from helpers import stats
 from helpers.advise import counting, examples, predict, report
 from helpers.costmodel import recommend
 from helpers.sharding.memory import per_rank_bytes
@@ -106,7 +107,7 @@ def test_why_slower_leaves_out_the_machines_predicted_faster():
     applies, left_out = report.why_slower(convnet)
     assert left_out == faster and not set(applies["machine"]) & set(faster)
     assert "applies" not in applies.columns
-    assert report.faster_note(left_out).startswith(f"On {report.joined(faster)}, predicted faster whatever")
+    assert report.faster_note(left_out).startswith(f"On {stats.listed(faster)}, predicted faster whatever")
     assert report.faster_note([]) == ""
     text = report.render(convnet)
     assert "on each machine not predicted faster whatever the inputs" in text

@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from helpers import stats
 from helpers.costmodel import gpus, prose, seed, specs
 
 FASTER, SLOWER, DEARER = (
@@ -23,7 +24,7 @@ def summary_rows(rows) -> pd.DataFrame:
 def test_a_verdict_is_shortened_to_what_it_says_and_lists_read_as_prose():
     assert prose.short_verdict(DEPENDS) == "depends on the per-op host overhead"
     assert prose.short_verdict(FASTER) == FASTER
-    assert [prose.listing(items) for items in (["a"], ["a", "b"], ["a", "b", "c"])] == [
+    assert [stats.listed(items) for items in (["a"], ["a", "b"], ["a", "b", "c"])] == [
         "a",
         "a and b",
         "a, b and c",

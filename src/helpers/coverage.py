@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from helpers.hardware import stored_fingerprint
 from helpers.paths import results_dir
 from helpers.results import ResultStore, canonical_json, now, read_json, write_json_atomically
 
@@ -58,9 +57,7 @@ def manifest(chapter: str, parameters: dict, profile: str, machine: str) -> dict
 
 def machine_store(profile: str, machine: str) -> ResultStore:
     """The store of ``profile`` as ``machine`` keys it (its records, under today's measurement versions)."""
-    store = ResultStore(profile, hardware=stored_fingerprint(machine))
-    store.provenance_id = machine  # the id it was stored under, whatever an identical machine got later
-    return store
+    return ResultStore(profile, records_of=machine)
 
 
 def missing_records(chapter: str, parameters: dict, profile: str, machine: str) -> list[str] | None:

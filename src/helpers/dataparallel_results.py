@@ -23,6 +23,7 @@ from helpers.ddp import significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
 from helpers.train import milliseconds, stored_step_timing
+from helpers.train import sweep_table as train_sweep_table
 
 
 def ms(seconds: float) -> str:
@@ -62,21 +63,7 @@ def sweep_table(steps: pd.DataFrame, by=("model", "replicas", "batch_size")) -> 
     """The timed steps of ``steps_frame`` per group of ``by``, to read, every time to three significant
     figures: the median step in milliseconds, the epoch it implies in seconds, the epochs that the fastest
     and the slowest step imply, and the number of timed steps."""
-    by = list(by)
-    grouped = steps.groupby(by)
-    step, epoch = grouped["step_seconds"], grouped["epoch_seconds"]
-    table = pd.DataFrame(
-        {
-            "step time (ms), median": step.median().map(ms),
-            "epoch time (s), median": epoch.median().map(significant),
-            "epoch time (s), fastest–slowest step": [
-                f"{significant(low)}–{significant(high)}"
-                for low, high in zip(epoch.min(), epoch.max(), strict=True)
-            ],
-            "timed steps": step.count(),
-        }
-    )
-    return table.rename_axis([name.replace("_", " ") for name in by])
+    return train_sweep_table(steps, by, step_text=ms, epoch_text=significant)
 
 
 def gpu_model(hardware: dict, device: str) -> str | None:

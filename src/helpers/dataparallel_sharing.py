@@ -13,7 +13,7 @@ from helpers.dataparallel import TRANSFER_PHASES
 from helpers.dataparallel_results import datasheet, gpu_model, ms
 from helpers.ddp import significant
 from helpers.models import MIB
-from helpers.stats import MATTERS, describe_speedup, speedup
+from helpers.stats import MATTERS, describe_speedup, listed, speedup
 from helpers.train import counted
 
 
@@ -291,10 +291,6 @@ def placement_sentence(placements: dict[int, tuple[list[str], bool]]) -> str:
 
     def device_name(name: str) -> str:
         return "the CPU" if name == "cpu" else f"GPU {torch.device(name).index or 0}"
-
-    def listed(items: list) -> str:
-        items = [str(item) for item in items]
-        return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
     counts = sorted(placements)
     everywhere = {device for devices, _ in placements.values() for device in devices}

@@ -17,7 +17,8 @@ from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel.configurations import CONFIGURATIONS
 from helpers.costmodel.specs import LINKS, NVLINK_ALPHA, PCIE_ALPHA, PCIE_MEASURED_FRACTION, gpu_key
 from helpers.ddp import launch_steps, matching, median_of_medians, significant
-from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, backend_changes, describe_change, listed, ms
+from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, backend_changes, describe_change, ms
+from helpers.stats import listed
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,6 @@ def ms(seconds: float) -> str:
     return significant(seconds * 1e3)
 
 
-def listed(items) -> str:
-    """``a, b and c``: items in a sentence."""
-    words = [str(item) for item in items]
-    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
-
-
 BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
 
 

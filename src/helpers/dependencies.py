@@ -21,17 +21,22 @@ PACKAGE = Path(__file__).resolve().parent
 BOOKKEEPING = frozenset({"helpers.results", "helpers.hardware", "helpers.paths", "helpers.dependencies"})
 
 
-def source_file(module: str) -> Path | None:
-    """The file of a ``helpers`` module or package (None for anything else)."""
+def module_file(package: Path, module: str) -> Path | None:
+    """The file of a ``helpers`` module or package in the ``helpers`` folder ``package`` (None for anything
+    else)."""
     parts = module.split(".")
     if parts[0] != "helpers" or not all(part.isidentifier() for part in parts):
         return None
-    parts = parts[1:]
-    candidate = PACKAGE.joinpath(*parts)
+    candidate = package.joinpath(*parts[1:])
     for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
         if path.is_file():
             return path
     return None
+
+
+def source_file(module: str) -> Path | None:
+    """The file of a ``helpers`` module or package of this package (None for anything else)."""
+    return module_file(PACKAGE, module)
 
 
 def imported_helpers(source: str) -> set[str]:

@@ -35,7 +35,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+from helpers.dependencies import PACKAGE, module_file
+
 REGISTRY = PACKAGE / "measurements.json"
 # Code that stores, describes or keys measurements but cannot change a measured value.
 NOT_FOLLOWED = frozenset(
@@ -97,14 +98,7 @@ class Package:
 
     def source(self, module: str) -> Path | None:
         """The file of a ``helpers`` module or package, or None for anything else."""
-        parts = module.split(".")
-        if parts[0] != "helpers" or not all(part.isidentifier() for part in parts):
-            return None
-        candidate = self.root.joinpath(*parts[1:])
-        for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
-            if path.is_file():
-                return path
-        return None
+        return module_file(self.root, module)
 
     def index(self, module: str) -> ModuleIndex:
         if module not in self._indices:

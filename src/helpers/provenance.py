@@ -22,6 +22,7 @@ from IPython.display import Markdown
 from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
+from helpers.stats import listed
 from helpers.topology import describe_topology, seen_topology
 
 EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
@@ -225,11 +226,7 @@ def executed_where(study: dict) -> str:
 
 def measured_when(study: dict) -> str:
     """The days its records were measured on (UTC), or an em dash when the metadata does not say."""
-    between = study.get("measured_between")
-    if not between:
-        return "—"
-    first, last = (stamp[:10] for stamp in between)
-    return first if first == last else f"{first} to {last}"
+    return days(study["measured_between"]) if study.get("measured_between") else "—"
 
 
 def chapter_studies() -> list[tuple[Path, dict]]:
@@ -242,9 +239,7 @@ def chapter_studies() -> list[tuple[Path, dict]]:
 
 def chapter_list(numbers: list[int]) -> str:
     """[2, 3, 4, 7] as "Chapters 2, 3, 4 and 7"; [1] as "Chapter 1"."""
-    if len(numbers) == 1:
-        return f"Chapter {numbers[0]}"
-    return "Chapters " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+    return f"Chapter{'' if len(numbers) == 1 else 's'} {listed(numbers)}"
 
 
 def edition_note() -> str:

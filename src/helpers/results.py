@@ -130,13 +130,19 @@ class ResultStore:
     """The records of one study run; ``measure`` returns a finished record or measures and stores it."""
 
     def __init__(
-        self, run: str, root: Path | None = None, hardware: dict | None = None, code: str | None = None
+        self,
+        run: str,
+        root: Path | None = None,
+        hardware: dict | None = None,
+        code: str | None = None,
+        records_of: str | None = None,
     ) -> None:
         if not run or "/" in run or run.startswith("."):
             raise ValueError(f"run name must be a plain folder name, not {run!r}")
         self.folder = Path(root or results_dir()) / run
         self._check_version()
-        self.records_of = os.environ.get(RECORDS_OF) if hardware is None else None
+        # whose records it reads instead of measuring: the one named, else the study runner's (RECORDS_OF)
+        self.records_of = records_of or (os.environ.get(RECORDS_OF) if hardware is None else None)
         if self.records_of:  # another machine's records: its id and fingerprint, nothing measured
             path = self.folder / "provenance" / f"{self.records_of}.json"
             stored = read_json(path) if path.exists() else None

@@ -110,6 +110,12 @@ def launch_speedup(
     }
 
 
+def listed(items) -> str:
+    """Items in a sentence: ``a``, ``a and b``, ``a, b and c``."""
+    words = [str(item) for item in items]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
 def plural(count: int, noun: str) -> str:
     """``noun`` as ``count`` of it are called: launch, launches; round, rounds."""
     return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")

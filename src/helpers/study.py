@@ -383,13 +383,13 @@ def from_records(
     """The profile and chapters to execute from machine ``records_of``'s records (as that machine: its GPUs
     count), refused before anything starts with every missing record that a manifest for the same
     parameters names, or, for a chapter without one, that its planned launches name."""
-    recorded = stored_fingerprint(records_of)
-    profile = resolve_profile(profile, Machine.from_fingerprint(recorded))
+    machine = Machine.from_fingerprint(stored_fingerprint(records_of))
+    profile = resolve_profile(profile, machine)
     if not (results_dir() / profile / "provenance" / f"{records_of}.json").exists():
         raise ValueError(f"data/results/{profile}/ holds no records of machine {records_of}")
     chapters = [
         dataclasses.replace(chapter, records_of=records_of)
-        for chapter in plan(profile, names, gpus=gpus, machine=Machine.from_fingerprint(recorded))
+        for chapter in plan(profile, names, gpus=gpus, machine=machine)
     ]
     from helpers.chapter_plans import CHAPTERS
 
@@ -397,7 +397,7 @@ def from_records(
     for chapter in chapters:
         lines = missing_records(chapter.name, chapter.parameters, profile, records_of)
         if lines is None and chapter.name in CHAPTERS:  # never finished so: its launches, keyed by the plan
-            items = planned_items(profile, [chapter.name], Machine.from_fingerprint(recorded), gpus)
+            items = planned_items(profile, [chapter.name], machine, gpus)
             lines = missing_launch_records(chapter.name, items, profile, records_of)
         missing += lines or []
     if missing:

@@ -442,19 +442,26 @@ def milliseconds(seconds, unit: str = " ms") -> str:
     return f"{median}{unit} ({low}–{high}, {found.count} steps)"
 
 
-def sweep_table(steps: pd.DataFrame, by=("model", "batch_size")) -> pd.DataFrame:
+def sweep_table(
+    steps: pd.DataFrame,
+    by=("model", "batch_size"),
+    step_text=lambda seconds: f"{seconds * 1e3:,.0f}",
+    epoch_text=lambda seconds: f"{seconds:,.1f}",
+) -> pd.DataFrame:
     """The timed steps of ``steps_frame`` (or ``dataparallel.steps_frame``) per group of ``by``, to read:
     the median step in milliseconds, the epoch it implies in seconds, and the epochs that the fastest and
-    the slowest step imply."""
+    the slowest step imply; ``step_text`` writes a step's seconds as milliseconds, ``epoch_text`` an
+    epoch's seconds."""
     by = list(by)
     step = spread_table(steps, by, "step_seconds").set_index(by)
     epoch = spread_table(steps, by, "epoch_seconds").set_index(by)
     table = pd.DataFrame(
         {
-            "step time (ms), median": (step["median"] * 1e3).map("{:,.0f}".format),
-            "epoch time (s), median": epoch["median"].map("{:,.1f}".format),
+            "step time (ms), median": step["median"].map(step_text),
+            "epoch time (s), median": epoch["median"].map(epoch_text),
             "epoch time (s), fastest–slowest step": [
-                f"{low:,.1f}–{high:,.1f}" for low, high in zip(epoch["min"], epoch["max"], strict=True)
+                f"{epoch_text(low)}–{epoch_text(high)}"
+                for low, high in zip(epoch["min"], epoch["max"], strict=True)
             ],
             "timed steps": step["repeats"],
         }

@@ -11,8 +11,9 @@ import math
 
 import pandas as pd
 
+from helpers import stats
 from helpers.advise.counting import Counted
-from helpers.advise.report import joined, listed
+from helpers.advise.report import listed
 from helpers.costmodel import gpus
 
 
@@ -48,12 +49,12 @@ def model_comparison(counted: dict[str, Counted], new: list[str], reference: lis
             clauses.append(f"{word} than {books} on " + " and on ".join(labels))
     ops = {name: gpus.ops_per_step(c[name].name) for name in c}
     busy = [name for name in new if ops[name] > max(ops[n] for n in reference)]
-    book_ops = joined(ops[n] for n in reference)
+    book_ops = stats.listed(ops[n] for n in reference)
     if busy:
         who = "" if len(busy) == len(new) else f"{listed(busy)} "
         verb = "issues" if len(busy) == 1 else "issue"
         clauses.append(f"{who}{verb} more host ops per step than {either} "
-                       f"({joined(ops[n] for n in busy)} against {book_ops})")  # fmt: skip
+                       f"({stats.listed(ops[n] for n in busy)} against {book_ops})")  # fmt: skip
     ratio = [c[n].training_flops_per_sample / c[n].gradient_bytes for n in new]
     between = _standing(ratio, [c[n].training_flops_per_sample / c[n].gradient_bytes for n in reference])
     text = (
@@ -78,7 +79,7 @@ def measured_models_note(measured: list[str], results_run: str) -> str:
             f"`held_out_specs` leave {it} out), so no table or figure below shows {it}")  # fmt: skip
     elsewhere = [p for p in profiles_holding_out([EXAMPLES[n] for n in left]) if p != results_run]
     if elsewhere:
-        text += f"; the {joined(p.upper() for p in elsewhere)} edition measures {it}"
+        text += f"; the {stats.listed(p.upper() for p in elsewhere)} edition measures {it}"
     return text + "."
 
 
@@ -150,17 +151,33 @@ def spread_label(table: pd.DataFrame) -> str:
 
 
 def validation_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``validate.validation_view`` with its error column named for what it holds: the range over the
-    launches where the bootstrap could only return that range (``is_launch_range``), else the 95 %
-    interval."""
-    from helpers.advise import validate
-
-    view = validate.validation_view(table)
+    """``validate``'s rows for reading: milliseconds, the launches' range, and the error with its spread,
+    named for what it holds: the range over the launches where the bootstrap could only return that range
+    (``is_launch_range``), else the 95 % interval."""
+    measured = [
+        f"{m * 1e3:.3g} ({lo * 1e3:.3g}–{hi * 1e3:.3g})"
+        for m, lo, hi in zip(
+            table["measured_seconds"], table["launch_low"], table["launch_high"], strict=True
+        )
+    ]
+    error = [
+        f"{e:+.0f} ({lo:+.0f} to {hi:+.0f})"
+        for e, lo, hi in zip(table["error_percent"], table["error_low"], table["error_high"], strict=True)
+    ]
     counts = sorted(set(table.loc[table["launches"] > 1, "launches"]))
     launches = f"the {counts[0]} launches" if len(counts) == 1 else "the launches"
     label = {"range": f"error (%), range over {launches}", "none": "error (%), one launch",
              "mixed": "error (%), 95 % interval or range over the launches"}[spread_label(table)]  # fmt: skip
-    return view.rename(columns={"error (%), 95 % interval": label})
+    return pd.DataFrame(
+        {
+            "model": table["model"],
+            "ranks": table["ranks"],
+            "predicted (ms)": (table["predicted_seconds"] * 1e3).map("{:.3g}".format),
+            "measured (ms): median launch (range)": measured,
+            "launches": table["launches"],
+            label: error,
+        }
+    )
 
 
 def launch_medians(records: list[dict], names: dict[str, str], **match) -> dict[tuple, list[float]]:
@@ -197,7 +214,7 @@ def drift(medians: list[float], short: bool = False) -> str | None:
         way, change = "slower", f"{(medians[-1] / medians[0] - 1) * 100:.0f} % longer"
     else:
         return None
-    steps = "" if short else f", {joined(f'{m * 1e3:.3g}' for m in medians)} ms in the order they ran"
+    steps = "" if short else f", {stats.listed(f'{m * 1e3:.3g}' for m in medians)} ms in the order they ran"
     return f"each launch {way} than the one before{steps}: the last's median step {change} than the first's"
 
 
@@ -335,16 +352,14 @@ def held_out_setting(
         launched = "One rank is" if largest == 1 else f"The {largest} ranks are"
         launch = f"{launched} then launched {times} for real with {name}"
     else:
-        launch = (
-            f"Each rank count ({joined(counts)}) is then launched {times} for real with {name}, alternating"
-        )
+        every = stats.listed(counts)
+        launch = f"Each rank count ({every}) is then launched {times} for real with {name}, alternating"
     ranks = f"{'up to ' if len(counts) > 1 else ''}{largest} {name} ranks"
     per_rank = max(1, cores // largest)
     if device == "cuda" and gpus:
         device_text = f"this machine's {'one ' if len(gpus) == 1 else ''}{gpus[0]['name']}"
-        calibration = (
-            f"its step time on {device_text} at every per-rank batch, the host at {joined(threads)} threads"
-        )
+        at = stats.listed(threads)
+        calibration = f"its step time on {device_text} at every per-rank batch, the host at {at} threads"
         shared = largest > len(gpus)
         host = f", each rank at {per_rank} threads of its {cores} cores"
         travel = (
@@ -356,7 +371,7 @@ def held_out_setting(
     else:
         device_text = f"this machine's {cores} cores"
         calibration = (
-            f"its step time at every per-rank batch and at {joined(threads)} threads of {device_text}"
+            f"its step time at every per-rank batch and at {stats.listed(threads)} threads of {device_text}"
         )
         shared = True
         host = (

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, specs
@@ -165,8 +166,8 @@ def faster_note(faster: list[str]) -> str:
     if not faster:
         return ""
     return (
-        f"On {joined(faster)}, predicted faster whatever the inputs, the same kinds of cost are paid and "
-        "outweighed by the compute the GPUs divide: they are not listed."
+        f"On {stats.listed(faster)}, predicted faster whatever the inputs, the same kinds of cost are paid "
+        "and outweighed by the compute the GPUs divide: they are not listed."
     )
 
 
@@ -298,12 +299,6 @@ def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("model")
 
 
-def joined(words) -> str:
-    """Words as prose: "a", "a and b", "a, b and c"."""
-    words = [str(word) for word in words]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def listed(names) -> str:
     """Names as code, joined as prose: "`a`, `b` and `c`"."""
-    return joined(f"`{name}`" for name in names)
+    return stats.listed(f"`{name}`" for name in names)

@@ -135,30 +135,6 @@ def validate(
     return pd.DataFrame(rows)
 
 
-def validation_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``validate``'s rows for reading: milliseconds, the launches' range, the error with its interval."""
-    measured = [
-        f"{m * 1e3:.3g} ({lo * 1e3:.3g}–{hi * 1e3:.3g})"
-        for m, lo, hi in zip(
-            table["measured_seconds"], table["launch_low"], table["launch_high"], strict=True
-        )
-    ]
-    error = [
-        f"{e:+.0f} ({lo:+.0f} to {hi:+.0f})"
-        for e, lo, hi in zip(table["error_percent"], table["error_low"], table["error_high"], strict=True)
-    ]
-    return pd.DataFrame(
-        {
-            "model": table["model"],
-            "ranks": table["ranks"],
-            "predicted (ms)": (table["predicted_seconds"] * 1e3).map("{:.3g}".format),
-            "measured (ms): median launch (range)": measured,
-            "launches": table["launches"],
-            "error (%), 95 % interval": error,
-        }
-    )
-
-
 def as_validated(table: pd.DataFrame) -> pd.DataFrame:
     """``validate``'s rows in the form chapter 5's figure of predicted against measured steps takes: one
     panel per rank count, the launches' range as the measured spread."""

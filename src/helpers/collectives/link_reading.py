@@ -11,8 +11,8 @@ import math
 import pandas as pd
 
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, is_pinned
-from helpers.collectives.tables import BACKEND_NAMES, listed, microseconds, operation_label
-from helpers.stats import MATTERS
+from helpers.collectives.tables import BACKEND_NAMES, microseconds, operation_label
+from helpers.stats import MATTERS, listed
 
 
 def describe_link(

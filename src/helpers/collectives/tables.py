@@ -25,16 +25,10 @@ from helpers.collectives.model import (
 from helpers.collectives.p2p import lockstep_table
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, with_model_seconds
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import speedup
+from helpers.stats import listed, speedup
 
 MIB = 2**20
 BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
-
-
-def listed(items) -> str:
-    """``2, 3 and 4``: items in a sentence."""
-    words = [str(item) for item in items]
-    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 def operation_label(operation: str) -> str:

@@ -27,6 +27,7 @@ from helpers.costmodel.recommend import (
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
 from helpers.ddp import ddp_bucket_bytes
+from helpers.stats import listed
 
 WHATEVER = " whatever the inputs"
 BOUNDS = {"compute": "arithmetic", "memory": "memory traffic", "host": "the host issuing ops"}
@@ -37,11 +38,6 @@ METHOD_NAMES = {"ddp_no_overlap": "DDP without overlap", "ddp_overlap": "DDP wit
 def short_verdict(verdict: str) -> str:
     """ "faster whatever the inputs" stays; "depends on …: measure it with …" becomes "depends on …"."""
     return verdict.split(":")[0]
-
-
-def listing(items: list[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
@@ -117,7 +113,7 @@ def _measured_buckets(rows: pd.DataFrame, gaps: pd.Series) -> dict:
     for model, caps in counts.items():
         single = sorted(cap for cap, count in caps.items() if count == 1)
         if single:
-            at = "" if len(single) == len(caps) else " at " + listing([f"{cap:g}" for cap in single]) + " MiB"
+            at = "" if len(single) == len(caps) else " at " + listed([f"{cap:g}" for cap in single]) + " MiB"
             one.append(f"`{model}`{at}")
         several += [f"`{model}` at {cap:g} MiB ({count} buckets)" for cap, count in sorted(caps.items())
                     if count > 1]  # fmt: skip
@@ -154,7 +150,7 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
         )
     one, several = buckets.get("one", []), buckets.get("several", [])
     identical = (
-        f"For {listing(one)} they are identical by construction: the gradients make one DDP bucket, handed "
+        f"For {listed(one)} they are identical by construction: the gradients make one DDP bucket, handed "
         "over when backward ends, so both put its whole all-reduce after backward."
         if one
         else ""
@@ -166,7 +162,7 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
         )
         if several:
             methods_note += (
-                f" For {listing(several)} they differ by at most {buckets['several_gap']:.1f} %: the "
+                f" For {listed(several)} they differ by at most {buckets['several_gap']:.1f} %: the "
                 "buckets' all-reduces are short next to the compute, so hiding all but the last changes "
                 "little."
             )
@@ -323,7 +319,7 @@ def dollar_verdict(several: pd.DataFrame) -> str:
             "no multi-GPU machine with a one-GPU offer of its GPU gives a cheaper result, whatever the inputs"
         )
     elif priced["dollars"].eq("no dearer" + WHATEVER).any():
-        cheap = listing(sorted(set(priced.loc[priced["dollars"].eq("no dearer" + WHATEVER), "machine"])))
+        cheap = listed(sorted(set(priced.loc[priced["dollars"].eq("no dearer" + WHATEVER), "machine"])))
         money = f"{cheap} give a result no dearer than one GPU, whatever the inputs"
     else:
         money = "whether a result costs more depends on inputs not known yet (see the table)"
@@ -339,7 +335,7 @@ def dollar_verdict(several: pd.DataFrame) -> str:
                 f"{side} on {n}" for side in ("faster", "slower") if (n := faster.eq(side + WHATEVER).sum())
             ]
             open_ = int((~faster.str.endswith(WHATEVER)).sum())
-            told = f"`{name}` runs {listing(sides)}" if sides else f"`{name}`"
+            told = f"`{name}` runs {listed(sides)}" if sides else f"`{name}`"
             if open_:
                 told += (
                     f"{', and' if sides else ''} on {open_} its verdict depends on inputs not yet measured"
@@ -392,15 +388,15 @@ def price_per_gpu_sentences() -> dict[str, str]:
             premiums.append(f"{config.name} {float(premium):.2f}×")
     text = ""
     if same:
-        text = (f"Where a machine charges the same per GPU as its one-GPU offer ({listing(same)}) that is "
+        text = (f"Where a machine charges the same per GPU as its one-GPU offer ({listed(same)}) that is "
                 "k ÷ speed-up, so \"faster and no dearer\" would need perfect scaling.")  # fmt: skip
     if premiums:
         text += (
             " Where it charges more per GPU, it is that premium times k ÷ speed-up (per GPU, against "
-            f"the one-GPU offer: {listing(premiums)})."
+            f"the one-GPU offer: {listed(premiums)})."
         )
     if alone:
-        text += f" {listing(alone)} have no one-GPU offer of their GPU to compare with."
+        text += f" {listed(alone)} have no one-GPU offer of their GPU to compare with."
     return {"price_per_gpu_note": text.strip()}
 
 
@@ -494,7 +490,7 @@ def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
     if not disagree:
         ending = "Both agree with the seed's verdicts, over the whole band."
     else:
-        ending = (f"{listing([f'`{n}`' for n in disagree])} does not agree with the seed's verdict at every "
+        ending = (f"{listed([f'`{n}`' for n in disagree])} does not agree with the seed's verdict at every "
                   "batch over the whole band: the table says where, and which input decides it.")  # fmt: skip
     return {"seed_verdict_note": "; ".join(notes) + ". " + ending,
             "seed_agrees": "agree" if not disagree else "do not all agree"}  # fmt: skip

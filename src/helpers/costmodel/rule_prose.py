@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.costmodel.gpus import gradient_bytes
-from helpers.costmodel.prose import listing
 from helpers.costmodel.recommend import BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, TRAIN_CLIPS, ddp_buckets
 from helpers.costmodel.tables import banded
 from helpers.ddp import significant
+from helpers.stats import listed
 
 
 def _mib(nbytes: float) -> str:
@@ -39,8 +39,8 @@ def fits_phrase(within: int, never: int, machines: int) -> str:
         [f"on {'the other' if within or never else 'all'} {rest} it depends on the inputs"] if rest else []
     )
     if not within:
-        return f"whatever the inputs on none of the {named}: " + listing(others)
-    return f"whatever the inputs on {within} of {named}" + ("; " + listing(others) if others else "")
+        return f"whatever the inputs on none of the {named}: " + listed(others)
+    return f"whatever the inputs on {within} of {named}" + ("; " + listed(others) if others else "")
 
 
 def _span(values, percent: bool = False, whole: bool = False) -> str:
@@ -67,7 +67,7 @@ def _paid_beside(rows: pd.DataFrame) -> tuple[list[float], str] | None:
     if "compute_seconds" not in rows or rows["compute_seconds"].isna().any():
         return None
     shares = sorted({int(share) for share in rows["per_gpu_batch"]})
-    each = listing([str(share) for share in shares])
+    each = listed([str(share) for share in shares])
     ratios = list(rows["tail_seconds"] / rows["compute_seconds"])
     return ratios, f"at a global batch of {int(rows['batch'].iloc[0])} ({each} per GPU)"
 
@@ -109,7 +109,7 @@ def first_bucket_note(models, first_mb: float = DEFAULT_FIRST_BUCKET_MB) -> str:
     if not one + split:
         return ""
     return f"With `bucket_cap_mb` left unset DDP closes its first bucket at {first_mb:g} MiB instead: " + (
-        listing(one + split) + "."
+        listed(one + split) + "."
     )
 
 
@@ -149,7 +149,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
             if paid is None:
                 tails = banded(rows, "tail_seconds", 1e3)
                 after = [f"{t} ms on {machine}" for machine, t in zip(rows["machine"], tails, strict=True)]
-                opening += f", {listing(after)}."
+                opening += f", {listed(after)}."
             else:
                 ratios, at = paid
                 beside[name] = ratios
@@ -186,7 +186,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
         if len(beside) == len(single):
             at = _paid_beside(conditions[conditions["model"].isin(single)])[1]
             lasts = [f"{as_long_as(beside[name])} `{name}`'s" for name in single]
-            said += f": {at} it lasts " + listing(lasts) + (" compute per GPU" if len(lasts) == 1 else "")
+            said += f": {at} it lasts " + listed(lasts) + (" compute per GPU" if len(lasts) == 1 else "")
             if len(lasts) > 1:
                 said = said.replace(lasts[0], lasts[0] + " compute per GPU", 1)
         short.append(f"{said}; the {TRAIN_CLIPS:,} clips hold the global batch that outgrows the fixed cost "
@@ -205,7 +205,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
         notes.append(first_bucket_note(single))
     if len(edge):
         notes.append(
-            f"At the band's edge on {listing(sorted(set(edge['machine'])))}, even a one-sample backward "
+            f"At the band's edge on {listed(sorted(set(edge['machine'])))}, even a one-sample backward "
             "hides the all-reduce of every bucket but the last (b*_hide = 1), so there only the second "
             "condition decides."
         )
