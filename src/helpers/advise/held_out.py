@@ -167,6 +167,7 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
     counts = sorted(set(table.loc[table["launches"] > 1, "launches"]))
     launches = f"the {counts[0]} launches" if len(counts) == 1 else "the launches"
     label = {"range": f"error (%), range over {launches}", "none": "error (%), one launch",
+             "interval": "error (%), 95 % interval",
              "mixed": "error (%), 95 % interval or range over the launches"}[spread_label(table)]  # fmt: skip
     return pd.DataFrame(
         {
