@@ -169,9 +169,9 @@ def test_the_calibration_runs_read_in_the_plural_only_when_several():
 
 def test_a_bootstrap_interval_over_many_launches_is_called_one():
     """Six launches: the bootstrap's 95 % interval is narrower than their range, and the column says so."""
-    row = {"model": "W", "ranks": 2, "global_batch": 64, "predicted_seconds": 1.2e-3, "measured_seconds": 1e-3,
-           "launch_low": 0.8e-3, "launch_high": 1.3e-3, "launches": 6, "error_percent": 20.0,
-           "error_low": 5.0, "error_high": 35.0}  # fmt: skip
+    row = {"model": "W", "ranks": 2, "global_batch": 64, "predicted_seconds": 1.2e-3,
+           "measured_seconds": 1e-3, "launch_low": 0.8e-3, "launch_high": 1.3e-3, "launches": 6,
+           "error_percent": 20.0, "error_low": 5.0, "error_high": 35.0}  # fmt: skip
     table = pd.DataFrame([row])
     assert held_out.spread_label(table) == "interval"
     assert "error (%), 95 % interval" in held_out.validation_view(table)
