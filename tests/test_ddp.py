@@ -138,6 +138,20 @@ def test_the_chapter_s_launches_alternate_and_the_checks_launch_each_seed_once()
     assert order[14] == ("scaling", {"model": "LinearNet", "backend": "gloo", "ranks": 1}, 1)
 
 
+def test_on_one_gpu_nccl_s_one_rank_is_launched_beside_gloo_s_and_gloo_runs_the_rest():
+    one_gpu = pd.DataFrame({"backend": ["nccl", "nccl", "gloo", "gloo"], "ranks": [1, 4, 1, 4],
+                            "runs": [True, False, True, True]})  # fmt: skip
+    sweeps = ddp.chapter_sweeps(["LinearNet"], one_gpu, [25], [None], [0], 3)
+    assert sweeps["scaling"]["variations"] == [
+        {"model": "LinearNet", "backend": "nccl", "ranks": 1},
+        {"model": "LinearNet", "backend": "gloo", "ranks": 1},
+        {"model": "LinearNet", "backend": "gloo", "ranks": 4},
+    ]
+    nowhere = one_gpu.assign(runs=[True, False, True, False])  # no backend runs 4 ranks: refused
+    with pytest.raises(ValueError, match="no backend can run 4 ranks"):
+        ddp.chapter_sweeps(["LinearNet"], nowhere, [25], [None], [0], 3)
+
+
 def test_a_launch_that_two_sections_ask_for_is_measured_once(tmp_path, monkeypatch):
     launched = []
 

@@ -58,7 +58,8 @@ def launch_record(backend, device, ranks, step, allreduce, buckets, threads, mod
               "global_batch_size": batch, "optimizer": "adam", "lr": 0.001, "bucket_cap_mb": 25}  # fmt: skip
     result = {"step_seconds_all": [step] * 3, "allreduce_seconds_all": [allreduce] * 3,
               "exposed_allreduce_seconds_all": [allreduce] * 3, "bucket_bytes": list(buckets),
-              "world_size": ranks, "threads_per_rank": threads}  # fmt: skip
+              "world_size": ranks, "threads_per_rank": threads, "warmup_steps": 2,
+              "history": [{"step_seconds": [step * 3, step * 1.5] + [step] * 4}]}  # fmt: skip
     return {"config": config, "result": result}
 
 
@@ -108,14 +109,15 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
         "With one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so every run here is "
         "Gloo. On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch, NCCL is "
         "predicted to all-reduce `LinearNet`'s gradients in about 0.21 ms (0.17–0.28 ms over chapter 5's "
-        "range of bus bandwidths for the link); Gloo took 34.5 ms here (3.4)."
+        "range of bus bandwidths for the link); Gloo took 34.5 ms here (3.4), its 4 ranks taking turns on "
+        "one NVIDIA H200."
     )
     assert "NCCL measured" not in answer and "(s)" not in answer
     statement = ddp_placement.measured_statement(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
     assert statement == (
         "**Measured here:** Gloo with CUDA tensors, 1 and 4 ranks (the 4 ranks taking turns on one NVIDIA "
         "H200). **Not measured here: NCCL** — with one GPU it can start only one rank (NCCL needs one GPU "
-        "per rank: 4 ranks asked for, 1 GPU(s) visible); the chapter's one-rank baseline runs on Gloo, the "
+        "per rank: 4 ranks asked for, 1 GPU visible); the chapter's one-rank baseline runs on Gloo, the "
         "backend that can run all its rank counts here, so no NCCL run is among these records."
     )
     # the cpu edition: NCCL refused outright, without the launcher's advice
@@ -269,17 +271,19 @@ def test_one_rank_is_set_beside_one_process_without_ddp():
         ("ConvNet", None),
     ]
     table = ddp_placement.one_rank_table(rows)
-    assert table.loc["LinearNet"].tolist() == ["2.00", "5.37", "1.93", "3.37"]
-    assert table.loc["ConvNet", "one process, no DDP (ms)"] == "– (chapter 1 did not time it)"
+    assert table.loc[("LinearNet", "Gloo")].tolist() == ["2.00", "5.37", "1.93", "3.37"]
+    assert table.loc[("ConvNet", "Gloo"), "one process, no DDP (ms)"] == "– (chapter 1 did not time it)"
     # chapter 1's records of this machine, which the chapter 1 page of the book need not show
     assert ddp_placement.one_rank_sentence(rows) == (
         "One Gloo rank, with no peer to exchange gradients with, against one process without DDP: 5.37 "
         "against 2.00 ms a step for `LinearNet`; 1.93 ms of the rank's step is the all-reduce, which Gloo "
         "stages through host memory even for one rank, each bucket copied off the GPU and back. The process "
         "without DDP is chapter 1's step timing of the same model, batch of 100, optimizer and threads on "
-        "the same GPU, measured on this same machine and read from its records: the chapter 1 page this "
-        "book shows may be another machine's edition. This machine's records hold no chapter 1 timing of a "
-        "process without DDP of `ConvNet` at a batch of 100 on cuda, so one rank has nothing beside it here."
+        "the same GPU, on this same machine. Its batches come from a data set already in the device's "
+        "memory, while a DDP rank's step also loads its batch through a DataLoader and copies it to the "
+        "GPU: the difference is DDP and that loading together, not DDP alone. This machine's records hold "
+        "no chapter 1 timing of a process without DDP of `ConvNet` at a batch of 100 on cuda, so one rank "
+        "has nothing beside it here."
     )
 
 
@@ -358,3 +362,67 @@ def test_the_cpu_edition_keeps_its_cpu_wording():
     assert said["backends_answer"].startswith("NCCL needs CUDA tensors and this machine has no GPU")
     for sentence in said.values():
         assert "GPU of its own" not in sentence and "host memory" not in sentence
+
+
+def with_nccl_one_rank(runs):
+    """``gpu_runs`` and NCCL's one rank beside Gloo's on the same H200, as the one-GPU plan now launches it:
+    LinearNet's step 4.32 ms against Gloo's 5.37 (all-reduce 0.22 ms), ConvNet's 34.8 against 36.1 ms."""
+    nccl = {"LinearNet": (0.00432, 0.00022), "ConvNet": (0.0348, 0.0000045)}
+    added = []
+    for variation, record in runs["scaling"]:
+        if variation["ranks"] == 1:
+            step, allreduce = nccl[variation["model"]]
+            # LinearNet's NCCL rank still settling in its timed steps: 1.3x its step, then its step
+            settling = [1.3, 1.3] if variation["model"] == "LinearNet" else [1.0, 1.0]
+            history = [{"step_seconds": [step * s for s in (3, 1.5, *settling, 1, 1)]}]
+            result = {**record["result"], "step_seconds_all": [step] * 3,
+                      "allreduce_seconds_all": [allreduce] * 3, "history": history,
+                      "exposed_allreduce_seconds_all": [allreduce] * 3}  # fmt: skip
+            added.append(({**variation, "backend": "nccl"},
+                          {"config": {**record["config"], "backend": "nccl"}, "result": result}))  # fmt: skip
+    return {"scaling": added + runs["scaling"]}
+
+
+def test_on_one_gpu_nccl_s_one_rank_is_compared_with_gloo_s_and_the_rest_said_why_not():
+    runs = with_nccl_one_rank(gpu_runs())
+    plan = plan_on(H200_MACHINE, ["nccl", "gloo"], "cuda", [1, 4])
+    where = ddp_placement.placement(runs["scaling"], H200_MACHINE)
+    largest = ddp_placement.largest_launches(runs["scaling"], where)
+    assert ddp_placement.backends_headline(runs) == "compared on one rank, not on 4"
+    answer = ddp_placement.backends_answer(runs, plan, ["nccl", "gloo"], where, largest)
+    # every launch alike: 5.37 / 4.32 = 1.243x, 36.1 / 34.8 = 1.037x, inside the 10 % that matters
+    assert answer.startswith(
+        "One NCCL rank against one Gloo rank on the same GPU (3.4): `LinearNet` faster, 1.24× (1.24–1.24×, 3 "
+        "launches each); `ConvNet` faster, 1.04× (1.04–1.04×, 3 launches each), a 4 % difference, below the "
+        "10 % that matters here. With no peer neither moves a byte between GPUs. The steps differ by 1.05 "
+        "and 1.30 ms, the all-reduces as the hook timed them by 1.71 and 0.537 ms (NCCL's 0.220 and 0.00450 "
+        "against Gloo's, which stages every bucket through host memory); the hook's times overlap the rest "
+        "of the step, so they need not add up to its difference. `LinearNet`'s NCCL rank was still getting "
+        "faster in the timed steps (3.2's warm-up table), so its median may overstate its settled step. With "
+        "one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so the runs of 4 ranks here "
+        "are Gloo's. On 4 H200 SXM 141 GB GPUs of their own"
+    ), answer
+    assert ddp_placement.measured_statement(runs, plan, ["nccl", "gloo"], where) == (
+        "**Measured here:** NCCL with CUDA tensors, 1 rank (not 4, since NCCL needs one GPU per rank: 4 "
+        "ranks asked for, 1 GPU visible); Gloo with CUDA tensors, 1 and 4 ranks (the 4 ranks "
+        "taking turns on one NVIDIA H200)."
+    )
+    table, changes = ddp_results.scaling_table(runs["scaling"])
+    assert table.loc[("LinearNet", "nccl", 1), "NCCL against Gloo"].startswith("faster, 1.24")
+    # four Gloo ranks are held against one Gloo rank, not against NCCL's: 5.37 / 40.0 ms
+    assert changes["LinearNet", "gloo", 4]["baseline_seconds"] == pytest.approx(0.00537)
+    records = [step_timing("LinearNet", "cuda:0", 100, 16, 0.00199)]
+    rows = ddp_placement.one_rank_rows(runs["scaling"], records)
+    assert [(r["model"], r["backend"]) for r in rows] == [
+        ("LinearNet", "nccl"), ("ConvNet", "nccl"), ("LinearNet", "gloo"), ("ConvNet", "gloo")
+    ]  # fmt: skip
+    one = ddp_placement.one_rank_table(rows)
+    assert one.loc[("LinearNet", "NCCL"), "one rank (ms)"] == "4.32"
+    assert one.loc[("LinearNet", "Gloo"), "one rank (ms)"] == "5.37"
+    assert ddp_placement.one_rank_sentence(rows).startswith(
+        "One NCCL rank, with no peer to exchange gradients with, against one process without DDP: 4.32 "
+        "against 1.99 ms a step for `LinearNet`; 0.220 ms of the rank's step is the all-reduce, which NCCL "
+        "runs even for one rank. One Gloo rank: 5.37 against 1.99 ms a step for `LinearNet`; 1.93 ms of the "
+        "rank's step is the all-reduce, which Gloo stages through host memory even for one rank, each bucket "
+        "copied off the GPU and back. The process without DDP"
+    )

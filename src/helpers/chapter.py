@@ -21,6 +21,7 @@ from helpers.costmodel.specs import GPUS
 from helpers.hardware import describe
 from helpers.models import MODELS
 from helpers.provenance import banner, edition_line
+from helpers.renter_settings import SETTINGS
 from helpers.results import ResultStore
 from helpers.sharding.memory import STAGES
 from helpers.worker import set_tf32
@@ -85,7 +86,7 @@ RULES: list[tuple[str, Callable, str]] = [
         "a non-empty list of positive integers",
     ),
     (
-        ".*(batch_size|batch|epochs|steps|iterations|world_size|shards|repeats)",
+        ".*(batch_size|batch|epochs|steps|iterations|world_size|shards|repeats|rounds)",
         _positive_int,
         "a positive integer",
     ),
@@ -99,6 +100,11 @@ RULES: list[tuple[str, Callable, str]] = [
     (".*compressions", _list_of(lambda v: v in (None, "fp16", "bf16")), "a list of None, 'fp16', 'bf16'"),
     (".*lr", lambda v: _number(v) and v > 0, "a positive learning rate"),
     ("lightning", lambda v: isinstance(v, bool), "True or False"),
+    (
+        "settings_timed",
+        _list_of(lambda v: v in SETTINGS, allow_empty=True),
+        f"a list of {', '.join(SETTINGS)}",
+    ),
     (
         "held_out_specs",
         _list_of(lambda v: isinstance(v, str) and ":" in v),

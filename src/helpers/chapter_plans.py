@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from helpers import ddp, lightning_ddp, scaling
+from helpers import ddp, lightning_ddp, renter_settings, scaling
 from helpers.advise.validate import MODULE as ADVISE
 from helpers.collectives.runs import WORKER as COLLECTIVES
 from helpers.collectives.runs import check_benchmark_world_sizes, collective_config
@@ -76,6 +76,15 @@ def chapter_one(p: dict, machine: Machine) -> list[Item]:
         Item(chapter, f"profiled steps, {m}", m, p["profile_batch_size"], WARMUP_STEPS + 5 + PROFILED_STEPS,
              device)
         for m in ("LinearNet", "ConvNet")
+    ]  # fmt: skip
+    chosen, _ = renter_settings.applicable(p["settings_timed"], device)  # the rest: skipped, said so
+    items += [  # renter_settings.settings_comparison: every setting of every model, round by round
+        Item(chapter, f"settings, {m}, {setting}, round {r + 1}", m, p["settings_batch_size"],
+             p["sweep_timed_steps"] + WARMUP_STEPS, device,
+             dtype="bf16" if renter_settings.SETTINGS[setting].get("bf16") else "float32")
+        for r in range(p["settings_rounds"])
+        for m in ("LinearNet", "ConvNet")
+        for setting in chosen
     ]  # fmt: skip
     return items
 

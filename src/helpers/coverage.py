@@ -7,10 +7,11 @@ read. Executing that chapter from the machine's records again with the same para
 first (``missing_records``), so a missing record is named before anything starts.
 
 ``missing_work`` answers "what does this machine still have to measure for this profile?" (``python -m
-helpers.study --profile gpu --plan --missing``): per chapter, the records its manifest names that are gone
-or stale; for a chapter without a manifest for these parameters, each planned launch whose record is not
-stored (a launch's record configuration follows from its plan: ``record_configs``) and the chapter's
-single-process work, which the plan does not key (reused where recorded). The work goes into steps of at
+helpers.study --profile gpu --plan --missing``): per chapter, each planned launch whose record is not
+stored (a launch's record configuration follows from its plan: ``record_configs``), which today's code may
+ask for beyond a manifest; the records its manifest names that are gone or stale; and, for a chapter
+without a manifest for these parameters, its single-process work, which the plan does not key (reused
+where recorded). The work goes into steps of at
 most ``STEP_MINUTES`` each, one command per step; a step stopped by its time limit resumes, since every
 finished record is kept.
 """
@@ -137,16 +138,18 @@ def missing_work(chapters: list, items: list, profile: str, machine: str) -> lis
     store = machine_store(profile, machine)
     work = []
     for chapter in chapters:
-        if (lines := missing_records(chapter.name, chapter.parameters, profile, machine)) is not None:
-            if lines:  # the manifest names each record: its time is the chapter's, at most
-                seconds = sum(item.seconds for item in items if item.chapter == chapter.name)
-                work.append({"chapter": chapter.name, "missing": lines, "seconds": seconds})
-            continue
         mine = chapter_items(chapter.name, items)
         lines, seconds = [], 0.0
-        for item, absent, planned in absent_launches(mine, store):
+        for item, absent, planned in absent_launches(mine, store):  # today's plan may ask for more
             lines.append(f"{chapter.name}: {item.what}: {len(absent)} of {planned} launch(es)")
             seconds += item.seconds * len(absent) / planned
+        if (read := missing_records(chapter.name, chapter.parameters, profile, machine)) is not None:
+            if read:  # the manifest names each record: its time is the chapter's, at most
+                lines += read
+                seconds = sum(item.seconds for item in items if item.chapter == chapter.name)
+            if lines:
+                work.append({"chapter": chapter.name, "missing": lines, "seconds": seconds})
+            continue
         unkeyed = [item for item in mine if record_configs(item) is None]
         seconds += sum(item.seconds for item in unkeyed)
         unkeyed = [item.what.split(",")[0] for item in unkeyed]

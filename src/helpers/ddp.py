@@ -489,19 +489,25 @@ def chapter_sweeps(
     """Chapter 3's launches, section by section: ``{section: {"variations": [...], "launches": n}}``, each
     variation a set of ``stored_ddp_run`` settings (with ``ranks``) over the chapter's common ones.
 
-    Timing comparisons repeat every variation ``launches`` times: ``scaling`` (every model on every
-    backend and rank count the ``launch.run_plan`` lets run; one rank only on the main backend, the
-    one-process baseline every backend's ranks are held against), ``buckets`` (ConvNet, each cap: its
-    gradients split into several buckets) and ``compression`` (LinearNet, each hook: its all-reduce is the
-    large one). The checks of what is learned launch each seed once: ``parity`` (ConvNet, each seed, on
-    one rank and the most) and ``rounding`` (ConvNet, each seed, each compression, on the most). All but
-    ``scaling`` run at the plan's largest rank count. The notebook runs these (``run_sweeps``), and
+    Timing comparisons repeat every variation ``launches`` times: ``scaling`` (every model on every backend
+    and rank count the ``launch.run_plan`` lets run; one rank on the main backend, the one-process baseline
+    every backend's ranks are held against, and on a backend that can start no more than one, so that on one
+    GPU, where NCCL needs a GPU per rank, NCCL's one rank beside Gloo's is measured), ``buckets`` (ConvNet,
+    each cap: its gradients split into several buckets) and ``compression`` (LinearNet, each hook: its
+    all-reduce is the large one). The checks of what is learned launch each seed once: ``parity`` (ConvNet,
+    each seed, on one rank and the most) and ``rounding`` (ConvNet, each seed, each compression, on the most).
+    All but ``scaling`` run at the plan's largest rank count. The notebook runs these (``run_sweeps``), and
     ``helpers.plan`` validates and times the same launches (``launch_order``) before anything starts.
     """
     size = int(plan["ranks"].max())
-    runnable = list(plan.query("runs")[["backend", "ranks"]].itertuples(index=False))
-    one = main_backend(plan)  # one rank moves nothing: its baseline is launched once, on the main backend
-    pairs = [(b, int(k)) for b, k in runnable if k > 1 or b == one]
+    one = main_backend(plan)  # refuses, with the reasons, when no backend runs the most ranks
+    runnable = plan.query("runs")
+    most = runnable.groupby("backend")["ranks"].max()
+    pairs = [
+        (b, int(k))
+        for b, k in runnable[["backend", "ranks"]].itertuples(index=False)
+        if k > 1 or b == one or most[b] == 1
+    ]
     scaling = [{"model": m, "backend": b, "ranks": k} for m in models for b, k in pairs]
     buckets = [{"model": "ConvNet", "bucket_cap_mb": cap, "ranks": size} for cap in bucket_caps_mb]
     compression = [{"model": "LinearNet", "compression": c, "ranks": size} for c in compressions]

@@ -8,6 +8,7 @@ so a GPU edition executed elsewhere from its records says what ran there.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
@@ -17,7 +18,14 @@ from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel.configurations import CONFIGURATIONS
 from helpers.costmodel.specs import LINKS, NVLINK_ALPHA, PCIE_ALPHA, PCIE_MEASURED_FRACTION, gpu_key
 from helpers.ddp import launch_steps, matching, median_of_medians, significant
-from helpers.ddp_results import BACKEND_NAMES, allreduce_seconds, backend_changes, describe_change, ms
+from helpers.ddp_results import (
+    BACKEND_NAMES,
+    allreduce_seconds,
+    backend_changes,
+    describe_change,
+    ms,
+    warmup_table,
+)
 from helpers.stats import listed
 
 
@@ -85,7 +93,8 @@ def _refusal(reason: str, where: Placement) -> str:
         return "it needs CUDA tensors, and " + (
             "this machine has no GPU" if where.gpus == 0 else "this run uses CPU tensors"
         )
-    return reason.split(" (")[0]
+    said = reason.split(" (")[0]
+    return re.sub(r"\b(\d+) GPU\(s\)", lambda m: f"{m[1]} GPU" + ("" if m[1] == "1" else "s"), said)
 
 
 def backend_statements(
@@ -116,6 +125,10 @@ def backend_statements(
         else:
             share = f"the {largest} ranks sharing {where.gpus} GPUs"
         devices = " and ".join(sorted(device.upper() for device in entry["devices"]))
+        refused = plan[(plan["backend"] == backend) & ~plan["runs"].astype(bool)]
+        if len(refused):  # e.g. NCCL's one rank on one GPU: not the chapter's largest count, and why
+            counts = listed(sorted(set(int(k) for k in refused["ranks"])))
+            share = f"not {counts}, since {_refusal(refused.iloc[0]['reason'], where)}"
         words = f"with {devices} tensors, {_ranks(entry['ranks'])} ({share})"
         measured.append((BACKEND_NAMES.get(backend, backend), words))
     missing = []
@@ -151,14 +164,46 @@ def measured_statement(
 
 
 def backends_headline(runs: dict[str, list[tuple[dict, dict]]]) -> str:
-    """The answer to the chapter title's question, in a few words: "compared on 4 ranks, a GPU each" where
-    NCCL and Gloo both ran the same rank count (``ddp_results.backend_changes``), "not compared on this
-    machine" otherwise."""
+    """The answer to the chapter title's question, in a few words: "compared on 4 ranks" where NCCL and Gloo
+    both ran the same rank count (``ddp_results.backend_changes``), with the largest count they could not
+    compare on ("compared on one rank, not on 4": one GPU), "not compared on this machine" otherwise."""
     changes = backend_changes(runs["scaling"])
     if not changes:
         return "not compared on this machine"
-    ranks = max(k for _, k in changes)
-    return f"compared on {ranks} ranks"
+    ranks, most = max(k for _, k in changes), max(v["ranks"] for v, _ in runs["scaling"])
+    said = "compared on one rank" if ranks == 1 else f"compared on {ranks} ranks"
+    return said + (f", not on {most}" if ranks < most else "")
+
+
+def _one_rank_gap(runs: list[tuple[dict, dict]], changes: dict, models: list[str]) -> str:
+    """What the hook's all-reduce times say of the step difference between one NCCL and one Gloo rank, and
+    which of the compared launches were still getting faster in their timed steps (``warmup_table``)."""
+    reduced = {
+        (m, name): allreduce_seconds(runs, model=m, backend=name, ranks=1)
+        for m in models
+        for name in ("nccl", "gloo")
+    }
+    steps = listed(ms(changes[m, 1]["baseline_seconds"] - changes[m, 1]["candidate_seconds"]) for m in models)
+    gaps = listed(ms(reduced[m, "gloo"] - reduced[m, "nccl"]) for m in models)
+    said = (
+        "With no peer neither moves a byte between GPUs. The steps differ by "
+        f"{steps} ms, the all-reduces as the hook timed them by {gaps} ms (NCCL's "
+        f"{listed(ms(reduced[m, 'nccl']) for m in models)} against Gloo's, which stages every bucket through "
+        "host memory); the hook's times overlap the rest of the step, so they need not add up to its "
+        "difference."
+    )
+    readings = warmup_table(runs)["reading"]
+    unsettled = [
+        f"`{m}`'s {BACKEND_NAMES.get(b, b)} rank"
+        for (m, b, k), reading in readings.items()
+        if k == 1 and m in models and reading.startswith("still getting faster")
+    ]
+    if unsettled:
+        said += (
+            f" {listed(unsettled)} {'was' if len(unsettled) == 1 else 'were'} still getting faster in the "
+            "timed steps (3.2's warm-up table), so its median may overstate its settled step."
+        )
+    return said
 
 
 def _why_not_compared(
@@ -169,8 +214,15 @@ def _why_not_compared(
     names = listed(BACKEND_NAMES.get(b, b) for b in sorted(ran))
     nccl = plan[plan["backend"] == "nccl"]
     can = sorted(int(k) for k in nccl.query("runs")["ranks"])
+    gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
+    if "nccl" in ran and can and max(can) < where.ranks:
+        most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
+        return (
+            f"With {gpus} NCCL cannot start more than {most} (it needs a GPU per rank), so the runs of "
+            f"{where.ranks} ranks here are {where.name}'s"
+        )
     if "nccl" in ran:
-        return f"Gloo ran no rank count that NCCL ran, more than one, so the runs here are {names}'s"
+        return f"Gloo ran no rank count that NCCL ran, so the runs here are {names}'s"
     if not can:
         reason = nccl.query("not runs")["reason"].iloc[0] if len(nccl) else ""
         if reason.startswith("NCCL only moves CUDA tensors"):
@@ -179,7 +231,6 @@ def _why_not_compared(
         return f"NCCL cannot start here ({reason.split(' (')[0]}), so every run here is {names}"
     if "nccl" not in backends:
         return f"NCCL was not among the backends this run was asked to compare, so every run here is {names}"
-    gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
     most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
     return (
         f"With {gpus} NCCL cannot start more than {most} (it needs a GPU per rank), so every run here is "
@@ -199,14 +250,21 @@ def backends_answer(
     asked for, or one GPU), then, where 3.4 predicts it (``largest_launches``' ``nccl``), NCCL's all-reduce
     of the largest model's gradients on GPUs of their own, its band over chapter 5's bus bandwidths,
     beside the all-reduce measured here."""
-    changes = backend_changes(runs["scaling"])
+    changes, said = backend_changes(runs["scaling"]), ""
     if changes:
         ranks = max(k for _, k in changes)
-        verdicts = "; ".join(
-            f"`{model}` {describe_change(change)}" for (model, k), change in changes.items() if k == ranks
-        )
-        return f"NCCL's speed-up over Gloo, a GPU per rank (3.4): {verdicts}."
-    said = _why_not_compared(runs, plan, backends, where) + "."
+        compared = [model for model, k in changes if k == ranks]
+        verdicts = "; ".join(f"`{model}` {describe_change(changes[model, ranks])}" for model in compared)
+        if ranks > 1:
+            said = f"NCCL's speed-up over Gloo, a GPU per rank (3.4): {verdicts}."
+        else:
+            said = f"One NCCL rank against one Gloo rank on the same GPU (3.4): {verdicts}. " + _one_rank_gap(
+                runs["scaling"], changes, compared
+            )
+        if ranks >= where.ranks:
+            return said
+        said += " "
+    said += _why_not_compared(runs, plan, backends, where) + "."
     predicted = [row for row in largest if row["nccl"]]
     if predicted:
         row = max(predicted, key=lambda r: r["bytes"])
@@ -214,7 +272,8 @@ def backends_answer(
         said += (
             f" On {where.ranks} {_gpus_joined(nccl)}, NCCL is predicted to all-reduce `{row['model']}`'s "
             f"gradients in about {_about(nccl['seconds'])} ms ({_band(nccl)} ms over chapter 5's range of "
-            f"bus bandwidths for the link); {where.name} took {ms(row['allreduce'])} ms here (3.4)."
+            f"bus bandwidths for the link); {where.name} took {ms(row['allreduce'])} ms here (3.4)"
+            + (f", its {where.ranks} ranks taking turns on {where.shared}." if where.shares_gpu else ".")
         )
     elif where.gpu_name is None:
         said += " Chapter 5 predicts NCCL on GPUs for rent."
@@ -245,70 +304,86 @@ def plain_step_seconds(
 
 
 def one_rank_rows(runs: list[tuple[dict, dict]], step_records: list[dict]) -> list[dict]:
-    """Per model, its one-rank launches beside one process without DDP (``plain_step_seconds``, None where
-    chapter 1 timed none): the backend, device and batch, the median steps and the one rank's all-reduce."""
+    """Per model and backend, its one-rank launches beside one process without DDP (``plain_step_seconds``,
+    None where chapter 1 timed none): the backend, device and batch, the median steps and the one rank's
+    all-reduce."""
     rows = []
-    for model in dict.fromkeys(v["model"] for v, _ in runs if v["ranks"] == 1):
-        mine = matching(runs, model=model, ranks=1)
+    for model, backend in dict.fromkeys((v["model"], v["backend"]) for v, _ in runs if v["ranks"] == 1):
+        setup = {"model": model, "backend": backend, "ranks": 1}
+        mine = matching(runs, **setup)
         config, result = mine[0][1]["config"], mine[0][1]["result"]
         plain = plain_step_seconds(step_records, model, config["device"], config["global_batch_size"],
                                    config["optimizer"], config["lr"], result["threads_per_rank"])  # fmt: skip
-        rows.append({"model": model, "backend": config["backend"], "device": config["device"],
+        rows.append({"model": model, "backend": backend, "device": config["device"],
                      "batch": config["global_batch_size"], "plain": plain[0] if plain else None,
                      "rank": median_of_medians(launch_steps(mine)),
-                     "allreduce": allreduce_seconds(runs, model=model, ranks=1)})  # fmt: skip
+                     "allreduce": allreduce_seconds(runs, **setup)})  # fmt: skip
     return rows
 
 
 def one_rank_table(rows: list[dict]) -> pd.DataFrame:
-    """``one_rank_rows`` as a table, in ms: one process without DDP, one rank, its all-reduce, the
-    difference."""
+    """``one_rank_rows`` as a table, in ms, per model and backend: one process without DDP, one rank, its
+    all-reduce, the difference."""
     table = [
-        {"model": row["model"],
+        {"model": row["model"], "backend": BACKEND_NAMES.get(row["backend"], row["backend"]),
          "one process, no DDP (ms)": ms(row["plain"]) if row["plain"] else "– (chapter 1 did not time it)",
-         f"one {BACKEND_NAMES.get(row['backend'], row['backend'])} rank (ms)": ms(row["rank"]),
+         "one rank (ms)": ms(row["rank"]),
          "its all-reduce, timed in the hook (ms)": ms(row["allreduce"]),
          "one rank less one process (ms)": ms(row["rank"] - row["plain"]) if row["plain"] else "–"}
         for row in rows
     ]  # fmt: skip
-    return pd.DataFrame(table).set_index("model")
+    return pd.DataFrame(table).set_index(["model", "backend"])
+
+
+def _one_backend(rows: list[dict], lead: str) -> str:
+    """One backend's one-rank steps beside one process's, and the share of its all-reduce, in words."""
+    first = rows[0]
+    name = BACKEND_NAMES.get(first["backend"], first["backend"])
+    said = lead + listed(
+        f"{ms(r['rank'])} against {ms(r['plain'])} ms a step for `{r['model']}`" for r in rows
+    )
+    reduced = [r for r in rows if not math.isnan(r["allreduce"])]
+    if reduced:
+        how = (
+            f"which {name} stages through host memory even for one rank, each bucket copied off the GPU and "
+            "back"
+            if first["backend"] == "gloo" and first["device"] == "cuda"
+            else f"which {name} runs even for one rank"
+        )
+        said += (
+            f"; {listed(ms(r['allreduce']) for r in reduced)} ms of the rank's "
+            f"{'steps are' if len(reduced) > 1 else 'step is'} the all-reduce, {how}"
+        )
+    return said + "."
 
 
 def one_rank_sentence(rows: list[dict]) -> str:
-    """What one rank costs over one process without DDP, from ``one_rank_rows``: the steps side by side and
-    the share of the all-reduce a rank with no peer still runs (Gloo with CUDA tensors stages it through
-    host memory); models chapter 1 did not time are named as such."""
+    """What one rank costs over one process without DDP, from ``one_rank_rows``, backend by backend: the
+    steps side by side and the share of the all-reduce a rank with no peer still runs (Gloo with CUDA
+    tensors stages it through host memory); models chapter 1 did not time are named as such."""
     if not rows:
         return "No launch of one rank is among these records."
     first = rows[0]
-    name = BACKEND_NAMES.get(first["backend"], first["backend"])
     on = "the same GPU" if first["device"] == "cuda" else "the same CPU"
     timed = [row for row in rows if row["plain"]]
-    untimed = [f"`{row['model']}`" for row in rows if not row["plain"]]
+    untimed = list(dict.fromkeys(f"`{row['model']}`" for row in rows if not row["plain"]))
     sentences = []
-    if timed:
-        steps = listed(
-            f"{ms(r['rank'])} against {ms(r['plain'])} ms a step for `{r['model']}`" for r in timed
+    backends = list(dict.fromkeys(row["backend"] for row in timed))
+    for number, backend in enumerate(backends):
+        name = BACKEND_NAMES.get(backend, backend)
+        lead = (
+            f"One {name} rank, with no peer to exchange gradients with, against one process without DDP: "
+            if number == 0
+            else f"One {name} rank: "
         )
-        said = f"One {name} rank, with no peer to exchange gradients with, against one process without DDP: "
-        said += steps
-        reduced = [r for r in timed if not math.isnan(r["allreduce"])]
-        if reduced:
-            many = len(reduced) > 1
-            how = (
-                f"which {name} stages through host memory even for one rank, each bucket copied off the GPU "
-                "and back"
-                if first["backend"] == "gloo" and first["device"] == "cuda"
-                else f"which {name} runs even for one rank"
-            )
-            said += (
-                f"; {listed(ms(r['allreduce']) for r in reduced)} ms of the rank's "
-                f"{'steps are' if many else 'step is'} the all-reduce, {how}"
-            )
+        sentences.append(_one_backend([row for row in timed if row["backend"] == backend], lead))
+    if timed:
         sentences.append(
-            f"{said}. The process without DDP is chapter 1's step timing of the same model, batch of "
-            f"{first['batch']}, optimizer and threads on {on}, measured on this same machine and read from "
-            "its records: the chapter 1 page this book shows may be another machine's edition."
+            "The process without DDP is chapter 1's step timing of the same model, batch of "
+            f"{first['batch']}, optimizer and threads on {on}, on this same machine. Its batches come from a "
+            "data set already in the device's memory, while a DDP rank's step also loads its batch through "
+            f"a DataLoader{' and copies it to the GPU' if first['device'] == 'cuda' else ''}: the difference "
+            "is DDP and that loading together, not DDP alone."
         )
     if untimed:
         sentences.append(

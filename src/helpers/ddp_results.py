@@ -163,8 +163,9 @@ def bucket_launches(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
 def scaling_table(runs: list[tuple[dict, dict]]) -> tuple[pd.DataFrame, dict]:
     """Per model, backend and rank count: threads per rank, launches, the median step and all-reduce (one
     rank's too where the hook timed one: Gloo with CUDA tensors copies the buckets through host memory even
-    with no peer), in ms, and the speed-up over one rank (the one-rank launches, on whichever backend ran
-    them) across launches; where NCCL and Gloo both ran a rank count, NCCL's speed-up over Gloo too
+    with no peer), in ms, and the speed-up over one rank (the one-rank launches of the same backend, else of
+    whichever backend ran them) across launches; where NCCL and Gloo both ran a rank count, NCCL's speed-up
+    over Gloo too
     (``backend_changes``). Also returns the comparisons against one rank, keyed by (model, backend,
     ranks)."""
     rows, changes = [], {}
@@ -173,7 +174,8 @@ def scaling_table(runs: list[tuple[dict, dict]]) -> tuple[pd.DataFrame, dict]:
     for model, backend, ranks in keys:
         setup = {"model": model, "backend": backend}
         mine = matching(runs, **setup, ranks=ranks)
-        one = next((v for v, _ in runs if v["model"] == model and v["ranks"] == 1), None)
+        ones = [v for v, _ in runs if v["model"] == model and v["ranks"] == 1]  # its own backend's first
+        one = next((v for v in ones if v["backend"] == backend), ones[0] if ones else None)
         text = ""
         if ranks != 1 and one is not None:
             baseline = {"model": model, "backend": one["backend"], "ranks": 1}
@@ -192,14 +194,15 @@ def scaling_table(runs: list[tuple[dict, dict]]) -> tuple[pd.DataFrame, dict]:
 
 
 def backend_changes(runs: list[tuple[dict, dict]]) -> dict[tuple[str, int], dict]:
-    """NCCL's speed-up over Gloo (``compare``), per (model, ranks) where both backends ran that many ranks,
-    more than one: the chapter title's comparison, where a GPU per rank lets NCCL run."""
+    """NCCL's speed-up over Gloo (``compare``), per (model, ranks) where both backends ran that many ranks:
+    the chapter title's comparison, where a GPU per rank lets NCCL run (on one GPU, one rank each: what
+    each backend's all-reduce costs with no peer)."""
     ran = dict.fromkeys((v["model"], v["backend"], v["ranks"]) for v, _ in runs)
     return {
         (model, ranks): compare(runs, {"model": model, "backend": "gloo", "ranks": ranks},
                                 {"model": model, "backend": "nccl", "ranks": ranks})
         for model, backend, ranks in ran
-        if backend == "nccl" and ranks > 1 and (model, "gloo", ranks) in ran
+        if backend == "nccl" and (model, "gloo", ranks) in ran
     }  # fmt: skip
 
 

@@ -382,7 +382,7 @@ def from_records(
 ) -> tuple[str, list[Chapter]]:
     """The profile and chapters to execute from machine ``records_of``'s records (as that machine: its GPUs
     count), refused before anything starts with every missing record that a manifest for the same
-    parameters names, or, for a chapter without one, that its planned launches name."""
+    parameters names and that the launches of today's plan name."""
     machine = Machine.from_fingerprint(stored_fingerprint(records_of))
     profile = resolve_profile(profile, machine)
     if not (results_dir() / profile / "provenance" / f"{records_of}.json").exists():
@@ -393,13 +393,15 @@ def from_records(
     ]
     from helpers.chapter_plans import CHAPTERS
 
+    # the whole profile's plan, in run order: a chapter reads an earlier chapter's all-reduce (reused)
+    planned = [c.name for c in plan(profile, None, gpus=gpus, machine=machine) if c.name in CHAPTERS]
+    items = planned_items(profile, planned, machine, gpus) if planned else []
     missing = []
     for chapter in chapters:
-        lines = missing_records(chapter.name, chapter.parameters, profile, records_of)
-        if lines is None and chapter.name in CHAPTERS:  # never finished so: its launches, keyed by the plan
-            items = planned_items(profile, [chapter.name], machine, gpus)
-            lines = missing_launch_records(chapter.name, items, profile, records_of)
-        missing += lines or []
+        missing += missing_records(chapter.name, chapter.parameters, profile, records_of) or []
+        if chapter.name in CHAPTERS:  # and its launches as today's plan keys them (the code may ask for more)
+            missing += missing_launch_records(chapter.name, items, profile, records_of)
+    missing = list(dict.fromkeys(missing))
     if missing:
         lines = "\n".join(missing)
         raise ValueError(f"machine {records_of} lacks records the chapters need (nothing started):\n{lines}")

@@ -295,13 +295,15 @@ def time_training_steps(
     device: str = "auto",
     autocast_dtype: torch.dtype | None = None,
     wrap=None,
+    optimizer_options: dict | None = None,
 ) -> dict:
     """Median seconds per training step at ``batch_size``, and the epoch time it implies.
 
     Steps use the first full batches of a seeded shuffle. The warm-up steps run on the measured model and
     optimizer themselves, so that lazily created optimizer state is paid for before the clock starts. The
     epoch estimate is the median step time times the steps in one epoch of ``train_set`` (``method``).
-    ``wrap`` (for example ``torch.nn.DataParallel``) wraps the model for the forward pass.
+    ``wrap`` (for example ``torch.nn.DataParallel``) wraps the model for the forward pass;
+    ``optimizer_options`` go to the optimizer's constructor (``{"fused": True}``).
     """
     check_positive(timed_steps=timed_steps)
     indices = step_batches(len(train_set), batch_size, seed, warmup_steps + timed_steps)
@@ -309,7 +311,7 @@ def time_training_steps(
     torch.manual_seed(seed)
     model = build_model(model_name).to(target)
     stepped = wrap(model) if wrap else model
-    optim = make_optimizer(optimizer, model.parameters(), lr)
+    optim = make_optimizer(optimizer, model.parameters(), lr, **(optimizer_options or {}))
     inputs, targets = to_device(train_set, target).tensors
     step_seconds = []
     for step, index in enumerate(indices):
