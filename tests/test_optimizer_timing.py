@@ -72,7 +72,7 @@ def test_adam_explained_as_memory_traffic_counted_from_the_copies():
     foreach = optimizer_timing.explain_adam(adam_comparison([0.1] * 3, default="foreach"), fresh, reused)
     assert foreach.endswith(
         "less time in the optimizer phase: it makes 7 tensor-sized reads and writes per parameter where the "
-        "for-loop makes 18, and writes no temporaries"
+        "default (foreach here) makes 18, and writes no temporaries"
     )
     unresolved = optimizer_timing.explain_adam(
         adam_comparison([0.1] * 3, verdict="not resolved"), fresh, reused

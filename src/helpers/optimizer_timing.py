@@ -141,9 +141,10 @@ def optimizer_share(comparison: dict) -> dict:
 
 # Tensor-sized reads and writes per parameter in one Adam update (torch.optim.adam without weight decay
 # or amsgrad). The for-loop: lerp_ 3 (reads the first moment and the gradient, writes the moment), mul_
-# 2, addcmul_ 3, sqrt 2, div 2, add_ 2, addcdiv_ 4; fused: reads the parameter, its gradient and both
-# moments, writes the parameter and both moments.
-ADAM_PASSES = {"for-loop": 18, "fused": 7}
+# 2, addcmul_ 3, sqrt 2, div 2, add_ 2, addcdiv_ 4; foreach: the same seven operations, each one kernel
+# over the list of tensors (torch.optim.adam._multi_tensor_adam); fused: reads the parameter, its gradient
+# and both moments, writes the parameter and both moments.
+ADAM_PASSES = {"for-loop": 18, "foreach": 18, "fused": 7}
 ADAM_TEMPORARIES = 2  # the for-loop's sqrt and div each write a new tensor the size of the parameter
 
 
@@ -191,7 +192,8 @@ def explain_adam(comparison: dict, fresh: dict, reused: dict) -> str:
     if comparison["default"] != "for-loop" or "fused" not in comparison["optimizer_seconds"]:
         return text + (
             f": it makes {ADAM_PASSES['fused']} tensor-sized reads and writes per parameter where the "
-            f"for-loop makes {ADAM_PASSES['for-loop']}, and writes no temporaries"
+            f"default ({comparison['default']} here) makes {ADAM_PASSES[comparison['default']]}, and writes "
+            "no temporaries"
         )
     found = adam_memory_account(comparison, fresh, reused)
     counted_seconds = found["passes"] + found["first_touch"]
