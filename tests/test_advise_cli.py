@@ -48,8 +48,11 @@ def test_the_command_advises_on_a_model_in_a_file_and_writes_its_json(in_a_proje
     ("arguments", "message"),
     [
         (["my_models:build", "--batch", "16"], "--input-shape is needed for a model of your own"),
-        (["my_models:build", "--input-shape", "6", "--batch", "10", "--gpus", "1,4"],
+        (["my_models:build", "--input-shape", "6", "--batch", "10", "--gpus", "4"],
          "a global batch of 10 does not divide over 4 GPUs"),
+        (["ConvNet", "--batch", "16", "--gpus", "0"], "--gpus '0' needs positive integers"),
+        (["ConvNet", "--batch", "16", "--gpus", "four"], "--gpus 'four' is not comma-separated integers (for "
+         "example 1,4,8)"),
         (["my_models:build", "--input-shape", "7", "--batch", "16"],
          "the forward pass rejects input shape (N, 7)"),
         (["nowhere:build", "--input-shape", "6", "--batch", "16"], "cannot import 'nowhere'"),

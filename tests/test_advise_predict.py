@@ -135,13 +135,28 @@ def test_a_many_bucket_model_s_all_reduce_hides_from_b_star_but_for_its_last_buc
 @pytest.mark.parametrize(
     ("batch", "gpus", "message"),
     [
-        (10, (1, 4), "a global batch of 10 does not divide over 4"),
+        (10, (4, 8), "a global batch of 10 does not divide over 4 or 8 GPUs: give a batch that one of them"),
         (0, (1,), "batch must be a positive integer"),
+        (16, (1, 0), r"GPU counts must be positive integers, not \[1, 0\]"),
     ],
 )
-def test_a_batch_that_does_not_divide_is_refused(batch, gpus, message):
+def test_a_batch_that_no_gpu_count_divides_is_refused(batch, gpus, message):
     with pytest.raises(counting.AdviseError, match=message):
         predict.check_batch(batch, gpus)
+
+
+def test_a_gpu_count_that_would_split_the_batch_unevenly_is_left_out_and_said_so():
+    # chapter 5's ordinary batch of 100 over the default 1, 2, 4 and 8 GPUs: 100 = 8 x 12 + 4
+    assert predict.check_batch(100, (1, 2, 4, 8)) == (
+        (1, 2, 4),
+        ["8 GPUs: a global batch of 100 does not split evenly over 8 (give a multiple of 8)"],
+    )
+    advice = predict.advise(counting.count_book_model("ConvNet"), 100, (1, 2, 4, 8))
+    assert (
+        advice.skipped[0]
+        == "8 GPUs: a global batch of 100 does not split evenly over 8 (give a multiple of 8)"
+    )
+    assert not advice.machines.empty and (advice.machines["gpus"] <= 4).all()
 
 
 def test_the_report_reads_as_aligned_columns_and_the_json_keeps_every_source(linear_advice, tmp_path):

@@ -498,3 +498,13 @@ def test_a_chapter_executes_from_another_machines_records_measuring_nothing(reco
     assert output.read_bytes() == before and not record_path.exists()
     failed = (output.parent / "01_reader.failed.ipynb").read_text()
     assert "01_reader: machine" in failed and "has no demo record" in failed
+
+
+def test_a_gpu_plan_without_a_gpu_asks_for_the_machine_to_plan_for(capsys):
+    if Machine.here().gpus:
+        pytest.skip("a GPU is visible: the plan is of this machine")
+    with pytest.raises(SystemExit):
+        study.main(["--profile", "gpu", "--plan", "--gpus", "4"])
+    assert 'no GPU is visible here: describe the machine to plan for, e.g. --gpu-name "NVIDIA H100 80GB' in (
+        capsys.readouterr().err
+    )

@@ -517,6 +517,11 @@ def print_plan(parser: argparse.ArgumentParser, args) -> int:
 
     try:
         machine = machine_from_arguments(args)
+        if args.profile == "gpu" and not machine.described and not machine.gpus:
+            raise ValueError(
+                "no GPU is visible here: describe the machine to plan for, e.g. --gpu-name "
+                '"NVIDIA H100 80GB HBM3" --gpus 1 (or --gpu-list with its nvidia-smi output)'
+            )
         profile = resolve_profile(args.profile, machine if machine.described else None)
         items = planned_items(profile, args.chapters, machine, None if machine.described else args.gpus)
     except (ValueError, OSError) as error:

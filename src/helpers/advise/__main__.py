@@ -49,13 +49,13 @@ def main(argv=None) -> int:
     args = arguments(argv)
     started = time.perf_counter()
     try:
-        gpu_counts = tuple(counting.parse_shape(args.gpus))
+        gpu_counts = tuple(counting.parse_shape(args.gpus, "--gpus", "1,4,8"))
         model = counting.load_model(args.model)
         if args.input_shape is None and args.model not in MODELS:
             raise counting.AdviseError("--input-shape is needed for a model of your own (e.g. 3,224,224)")
         if args.validate is not None and args.validate < 1:
             raise counting.AdviseError(f"--validate needs a positive number of ranks, not {args.validate}")
-        predict.check_batch(args.batch, gpu_counts)
+        predict.check_batch(args.batch, gpu_counts)  # refused before the model is counted
         predict.epoch(args.batch, args.samples_per_epoch)  # refused before the model is counted
         if args.model in MODELS and args.input_shape is None and args.dtype == "float32":
             counted = counting.count_book_model(args.model, args.optimizer)

@@ -83,16 +83,17 @@ def load_model(spec: str) -> nn.Module:
     return model
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """ "3,224,224" → (3, 224, 224): the shape of one sample, positive integers."""
+def parse_shape(text: str, option: str = "input shape", example: str = "3,224,224") -> tuple[int, ...]:
+    """ "3,224,224" → (3, 224, 224): positive integers, comma-separated (one sample's shape, or the GPU
+    counts of ``--gpus``); a refusal names the ``option`` it came from."""
     try:
         shape = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise AdviseError(
-            f"input shape {text!r} is not comma-separated integers (for example 3,224,224)"
+            f"{option} {text!r} is not comma-separated integers (for example {example})"
         ) from None
     if not shape or min(shape) < 1:
-        raise AdviseError(f"input shape {text!r} needs positive sizes")
+        raise AdviseError(f"{option} {text!r} needs positive integers")
     return shape
 
 

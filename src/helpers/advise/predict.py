@@ -48,15 +48,28 @@ class Advice:
     epoch_source: str = "as given"  # where ``samples`` came from: given, or FSDD's split by default
 
 
-def check_batch(global_batch: int, gpu_counts) -> None:
-    """A global batch every asked GPU count divides, and GPU counts that are positive."""
+def check_batch(global_batch: int, gpu_counts) -> tuple[tuple[int, ...], list[str]]:
+    """The GPU counts the global batch divides over, and a one-line note for each it does not: the advice
+    prices equal shares, so a count that would leave ranks with unequal batches is left out and said so,
+    never the whole answer refused. Refused: a batch or GPU count that is not positive, or a batch no
+    asked count divides."""
     if global_batch < 1:
         raise AdviseError(f"batch must be a positive integer, not {global_batch}")
     if not gpu_counts or min(gpu_counts) < 1:
         raise AdviseError(f"GPU counts must be positive integers, not {list(gpu_counts)}")
-    uneven = [k for k in gpu_counts if global_batch % k]
-    if uneven:
-        raise AdviseError(f"a global batch of {global_batch} does not divide over {uneven[0]} GPUs")
+    even = tuple(k for k in gpu_counts if global_batch % k == 0)
+    notes = [
+        f"{k} GPUs: a global batch of {global_batch} does not split evenly over {k} (give a multiple of {k})"
+        for k in gpu_counts
+        if global_batch % k
+    ]
+    if not even:
+        raise AdviseError(
+            f"a global batch of {global_batch} does not divide over "
+            + " or ".join(map(str, gpu_counts))
+            + " GPUs: give a batch that one of them divides"
+        )
+    return even, notes
 
 
 def epoch(global_batch: int, samples: int | None) -> tuple[int, str]:
@@ -291,9 +304,10 @@ def advise(counted: Counted, global_batch: int, gpu_counts=DEFAULT_GPUS, samples
     ``samples`` is an epoch (default: FSDD's training split, ``DEFAULT_EPOCH`` clips, the book's own
     epoch; ``Advice.epoch_source`` says which); ``measured`` replaces the roofline for a GPU
     (``recommend.measured_computes``)."""
-    check_batch(global_batch, gpu_counts)
+    gpu_counts, uneven = check_batch(global_batch, gpu_counts)
     samples, epoch_source = epoch(global_batch, samples)
     machines, skipped = machines_for(gpu_counts, counted.dtype)
+    skipped = uneven + skipped
     if not machines:
         raise AdviseError(
             "no machine in chapter 5's table has " + " or ".join(map(str, gpu_counts)) + " GPUs"
