@@ -90,8 +90,8 @@ def test_loss_curves_and_their_held_out_predictions(tmp_path):
     store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 2}, lambda: {"history": ddp_history})
     curves = {c["curve"]: c for c in lossfit.loss_curves([store])}
     # the stale curve and the short one are left out; DDP's epochs join into one curve of steps
-    assert sorted(curves) == ["ConvNet, chapter 3 DDP, 2 rank(s)", "ConvNet, chapter 4 SGD, seed 0"]
-    ddp_curve = curves["ConvNet, chapter 3 DDP, 2 rank(s)"]
+    assert sorted(curves) == ["ConvNet, chapter 3 DDP, 2 ranks, seed 0", "ConvNet, chapter 4 SGD, seed 0"]
+    ddp_curve = curves["ConvNet, chapter 3 DDP, 2 ranks, seed 0"]
     assert ddp_curve["losses"] == [2.3, 2.2, 2.1, 2.0, 1.9, 1.8] and ddp_curve["steps"] == [1, 2, 3, 4, 5, 6]
     curves = [curves["ConvNet, chapter 4 SGD, seed 0"]]
     predictions = lossfit.loss_predictions(curves, fit_fraction=0.5, target_at=0.75)
@@ -111,7 +111,7 @@ def test_a_repeated_curve_counts_once_and_only_unseen_crossings_are_tests(tmp_pa
     curves = lossfit.loss_curves([store])
     assert len(curves) == 1
     assert {curves[0]["curve"], *curves[0]["same_as"]} == {
-        f"ConvNet, chapter 3 DDP, {k} rank(s)" for k in (1, 2)
+        f"ConvNet, chapter 3 DDP, {k} rank{'' if k == 1 else 's'}, seed 0" for k in (1, 2)
     }
     truth = {"beta0": 0.05, "beta1": 0.5, "beta2": 0.4}
     steps = list(range(1, 41))

@@ -73,15 +73,19 @@ def test_each_biased_method_is_named_with_its_error_and_side():
 def test_out_of_sample_errors_read_per_curve_and_as_a_range():
     tested = pd.DataFrame({"curve": ["a", "b", "c"], "error (%)": [12.2, -34.0, 29.0]})
     said = prose.loss_sentences(tested)
-    assert said == {"loss_tested": "3", "loss_error_range": "12 % to 34 %",
+    # the signed median of +12.2, -34 and +29 is +12.2: two of three predicted later than they came
+    assert said == {"loss_tested": "3 curves",
+                    "loss_error_range": "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came)",
                     "loss_per_curve": "a: +12 %; b: -34 %; c: +29 %"}  # fmt: skip
     # a fit that never reaches the target after its fitted points is a failed prediction, counted
     failed = pd.concat([tested, pd.DataFrame({"curve": ["d"], "error (%)": [float("nan")]})])
     said = prose.loss_sentences(failed)
-    assert said["loss_tested"] == "4" and said["loss_per_curve"].endswith("; d: never reached")
+    assert said["loss_tested"] == "4 curves" and said["loss_per_curve"].endswith("; d: never reached")
     assert said["loss_error_range"] == (
-        "12 % to 34 %, and on 1 the fit never reaches the target (a failed prediction)"
+        "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came), and on 1 the fit never "
+        "reaches the target (a failed prediction)"
     )
+    assert prose.loss_sentences(tested.head(1))["loss_tested"] == "1 curve"
 
 
 def test_the_seed_traffic_check_by_hand():

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar, nnls
 
+from helpers.ddp_results import PARITY_THRESHOLD
+
 
 def predict_loss(fit: dict, steps) -> np.ndarray:
     """L(k) = 1/(β0·k + β1) + β2 at each step k."""
@@ -122,9 +124,10 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
     """Measured per-step training-loss curves with at least ``min_points`` points, from the stores'
     records of this machine: the batch losses of chapter 1's trainings, the global batch losses of
     chapter 3's DDP runs (every epoch's steps in a row) and those of chapter 4's synchronous SGD
-    (staleness 0). A curve identical to an earlier one (DDP on 1 and 2 ranks computes the same global
-    batches, by design) is kept once, its other sources listed in ``same_as``."""
-    curves, seen = [], {}
+    (staleness 0). A curve that is an earlier one's up to float32 rounding (every loss within
+    ``ddp_results.PARITY_THRESHOLD`` relative: DDP on 1 and k ranks computes the same global batches, by
+    design, summed in another order) is kept once, its other sources listed in ``same_as``."""
+    curves = []
     for store in stores:
         for record in store.records():
             kind, config, result = record["kind"], record["config"], record["result"]
@@ -132,7 +135,11 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
                 losses, chapter = result.get("step_losses", []), "chapter 1"
             elif kind == "ddp_run":
                 losses = [loss for row in result["history"] for loss in row.get("step_losses", [])]
-                chapter = f"chapter 3 DDP, {config['world_size']} rank(s)"
+                ranks, compression = config["world_size"], config.get("compression")
+                chapter = (
+                    f"chapter 3 DDP, {ranks} rank{'' if ranks == 1 else 's'}, seed {config.get('seed', 0)}"
+                    + (f", {compression} gradients" if compression else "")
+                )
             elif kind == "stale_training" and config.get("staleness") == 0:
                 losses = [row["batch_loss"] for row in result["history"]]
                 chapter = f"chapter 4 SGD, seed {config.get('seed', 0)}"
@@ -141,14 +148,22 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
             if len(losses) < min_points:
                 continue
             name = f"{config['model']}, {chapter}"
-            key = (config["model"], tuple(round(loss, 6) for loss in losses))
-            if key in seen:
-                seen[key]["same_as"].append(name)
+            mine = [c for c in curves if c["model"] == config["model"]]
+            same = next((c for c in mine if _same_losses(c["losses"], losses)), None)
+            if same is not None:
+                same["same_as"].append(name)
                 continue
-            seen[key] = {"curve": name, "unit": "step", "steps": list(range(1, len(losses) + 1)),
-                         "losses": losses, "same_as": []}  # fmt: skip
-            curves.append(seen[key])
+            steps = list(range(1, len(losses) + 1))
+            curves.append({"curve": name, "model": config["model"], "unit": "step", "steps": steps,
+                           "losses": losses, "same_as": []})  # fmt: skip
     return curves
+
+
+def _same_losses(first: list[float], second: list[float]) -> bool:
+    """The same curve up to float32 rounding: as long, every loss within ``PARITY_THRESHOLD`` relative."""
+    return len(first) == len(second) and all(
+        abs(a - b) <= PARITY_THRESHOLD * max(abs(a), abs(b)) for a, b in zip(first, second, strict=True)
+    )
 
 
 def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: float = 0.75) -> pd.DataFrame:

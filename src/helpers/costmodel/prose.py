@@ -27,7 +27,7 @@ from helpers.costmodel.recommend import (
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
 from helpers.ddp import ddp_bucket_bytes
-from helpers.stats import listed
+from helpers.stats import listed, plural
 
 WHATEVER = " whatever the inputs"
 BOUNDS = {"compute": "arithmetic", "memory": "memory traffic", "host": "the host issuing ops"}
@@ -42,10 +42,10 @@ def short_verdict(verdict: str) -> str:
 
 def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
     """The loss model's out-of-sample test (``lossfit.out_of_sample``) in words: how many curves tested it,
-    the range of its errors and each curve's."""
+    the range of its errors with their signed median (a bias where they lean one way) and each curve's."""
     if tested.empty:
         return {
-            "loss_tested": "0",
+            "loss_tested": "no curve",
             "loss_error_range": "an unknown amount (no out-of-sample test in this store)",
             "loss_per_curve": "none of this store's curves reaches its target after its fitted points",
         }
@@ -55,11 +55,17 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
         spread = "unknown: the fit never reaches the target on any of them"
     else:
         spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
+        signed = tested["error (%)"].dropna()
+        if len(signed) > 1:
+            later = int((signed > 0).sum())
+            spread += (
+                f" (median {signed.median():+.0f} %; {later} of {len(signed)} predicted later than they came)"
+            )
     if never and not size.empty:
         spread += f", and on {never} the fit never reaches the target (a failed prediction)"
     pairs = zip(tested["curve"], tested["error (%)"], strict=True)
     return {
-        "loss_tested": str(len(tested)),
+        "loss_tested": f"{len(tested)} {plural(len(tested), 'curve')}",
         "loss_error_range": spread,
         "loss_per_curve": "; ".join(
             f"{curve}: {'never reached' if pd.isna(error) else f'{error:+.0f} %'}" for curve, error in pairs
