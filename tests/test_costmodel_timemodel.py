@@ -89,6 +89,27 @@ def test_compute_lines_carry_their_spread_across_runs():
     assert one_run["spread_over"] == "timed steps" and one_run["intercept_high"] == pytest.approx(0)
 
 
+def test_a_batch_timed_once_is_resampled_within_its_run_and_the_range_holds_the_estimate():
+    """Batch 4 timed in one run (another chapter's), batches 10 and 20 in three: each batch resampled from
+    the data its point estimate is the median of, so the range holds the estimate (it did not when one
+    batch's single run made every batch draw within its first run's steps)."""
+    frame = pd.DataFrame(
+        {
+            "model": ["A"] * 7,
+            "threads": [2] * 7,
+            "batch_size": [4, 10, 10, 10, 20, 20, 20],
+            "step_seconds": [0.2, 0.33, 0.3, 0.36, 0.5, 0.52, 0.47],
+            "step_seconds_all": [[0.18, 0.2, 0.25], [0.2, 0.33, 0.4], [0.3] * 3, [0.36] * 3, [0.4, 0.5, 0.6],
+                                 [0.52] * 3, [0.47] * 3],
+        }
+    )  # fmt: skip
+    fit = timemodel.fit_compute(frame, resamples=200).loc[("A", 2)]
+    assert fit["spread_over"] == "runs and timed steps" and fit["runs_per_point"] == 1
+    assert fit["intercept_low"] <= fit["intercept_seconds"] <= fit["intercept_high"]
+    assert fit["slope_low"] <= fit["seconds_per_sample"] <= fit["slope_high"]
+    assert fit["intercept_high"] > fit["intercept_low"]  # the runs of batches 10 and 20 do spread it
+
+
 def test_stored_compute_calibration_measures_at_the_asked_threads(tmp_path):
     store = ResultStore("calibration", root=tmp_path, hardware={"machine": "test"})
     samples = TensorDataset(torch.randn(8, 1, 12000), torch.randint(0, 10, (8,)))

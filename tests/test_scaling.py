@@ -74,7 +74,7 @@ def test_accumulation_table_compares_k_ranks_and_one_pass_with_k_micro_batches()
     assert one_pass["speedup"] == pytest.approx(1.0) and one_pass["verdict"] == "not resolved"
     assert scaling.phrase(ranks) == "faster, 2.00× (1.81–2.21×, 3 launches each)"
     view = scaling.accumulation_view(scaling.accumulation_table(accumulated, distributed))
-    assert view.loc[("M", 2, "2 DDP ranks"), "95 % interval"] == "1.81–2.21×"
+    assert view.loc[("M", 2, "2 DDP ranks"), "range of launch ratios"] == "1.81–2.21×"  # 3 a side
 
 
 def test_the_shared_launch_is_named_only_where_strong_and_weak_meet():
@@ -89,7 +89,7 @@ def test_the_efficiency_view_reads_with_units():
     view = scaling.efficiency_view(scaling.efficiency_table(runs))
     row = view.loc[("M", "strong", 2)]
     assert row["step time (s)"] == 1.25 and row["efficiency E(k)"] == 0.8
-    assert row["95 % interval"] == "1.46–1.75×"  # 1.9 / 1.3 to 2.1 / 1.2
+    assert row["range of launch ratios"] == "1.46–1.75×"  # 1.9 / 1.3 to 2.1 / 1.2: 3 launches a side
 
 
 def test_accumulating_k_micro_batches_equals_k_ddp_ranks(recordings, no_leftovers):

@@ -73,3 +73,13 @@ def test_an_interval_wholly_below_one_never_prints_as_touching_it():
     assert (
         stats.describe_speedup(unresolved, unit="round") == "not resolved, 0.98× (0.96–1.00×, 3 rounds each)"
     )
+
+
+def test_an_interval_over_three_launches_a_side_is_named_the_range_it_is():
+    assert stats.interval_label([(3, 3), (3, 3)]) == "range of launch ratios"
+    assert stats.interval_label([(3, 3), (5, 5)]) == "95 % interval"
+    assert stats.interval_label([]) == "95 % interval"
+    # and it is that range: the 9 ratios of 3 launches against 3 bound the bootstrap's 95 % interval
+    base, new = [[2.0], [2.1], [1.9]], [[1.0], [1.1], [0.9]]
+    found = stats.launch_speedup(base, new)
+    assert (found["low"], found["high"]) == pytest.approx((1.9 / 1.1, 2.1 / 0.9))

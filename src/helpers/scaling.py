@@ -38,7 +38,7 @@ from helpers.launch import launch
 from helpers.models import build_model
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
-from helpers.stats import describe_speedup, launch_speedup
+from helpers.stats import describe_speedup, interval_label, launch_speedup
 from helpers.train import Timer, check_positive, make_optimizer, to_device
 
 
@@ -139,8 +139,10 @@ def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
             "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
             "launches": table["launches"], "step time (s)": table["step_median"].round(3),
             "speed-up S(k)": table["speedup"].round(2),
-            "95 % interval": [interval_text(lo, hi) for lo, hi in zip(table["speedup_low"],
-                                                                       table["speedup_high"], strict=True)],
+            interval_label(table["launch_counts"]): [
+                interval_text(lo, hi)
+                for lo, hi in zip(table["speedup_low"], table["speedup_high"], strict=True)
+            ],
             "efficiency E(k)": table["efficiency"].round(2), "verdict": table["verdict"],
         }
     )  # fmt: skip
@@ -303,8 +305,9 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
             "launches": table["launches"],
             "accumulating step (s)": table["accumulation step s"].round(3),
             "its step (s)": table["candidate step s"].round(3), "speed-up": table["speedup"].round(2),
-            "95 % interval": [interval_text(lo, hi) for lo, hi in zip(table["low"], table["high"],
-                                                                       strict=True)],
+            interval_label(table["launch_counts"]): [
+                interval_text(lo, hi) for lo, hi in zip(table["low"], table["high"], strict=True)
+            ],
             "verdict": table["verdict"],
         }
     )  # fmt: skip

@@ -110,6 +110,14 @@ def launch_speedup(
     }
 
 
+def interval_label(launch_counts) -> str:
+    """The column name of ``launch_speedup`` intervals, for what they are: with three launches a side in
+    every row, the bootstrap's 95 % interval is exactly the range of the ratios of one side's launches to
+    the other's (``ddp_results.interval_note``), so it is called that; otherwise a 95 % interval."""
+    counts = [tuple(count) for count in launch_counts]
+    return "range of launch ratios" if counts and all(c == (3, 3) for c in counts) else "95 % interval"
+
+
 def listed(items) -> str:
     """Items in a sentence: ``a``, ``a and b``, ``a, b and c``."""
     words = [str(item) for item in items]

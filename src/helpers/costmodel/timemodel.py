@@ -63,6 +63,10 @@ def fit_line(batch_sizes, step_seconds) -> tuple[ComputeLine, float]:
     return line, mape
 
 
+# What a compute line's range is over (every batch timed in several runs, some, none): ``fit_compute``.
+SPREADS = {(True, True): "runs", (False, True): "runs and timed steps", (False, False): "timed steps"}
+
+
 def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.DataFrame:
     """One compute line per model and thread count from single-process step times, in physical units.
 
@@ -74,10 +78,11 @@ def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.
     model the noise. The line goes through each batch's median over its runs; the slope is also given as
     the GFLOP/s it implies (the model's exact FLOPs per sample, ``gpus``).
 
-    Uncertainty: where a batch was timed in two or more independent runs, the fit is repeated
-    ``resamples`` times on runs drawn with replacement at each batch (``spread_over`` "runs"): the 5-95 %
-    range of the fixed seconds and of the slope across runs, which is what another run would see. With one
-    run per batch, timed steps are drawn within each run instead ("timed steps"), which understates it. A
+    Uncertainty: the fit is repeated ``resamples`` times on the data each batch's point estimate is the
+    median of, drawn with replacement: its runs where a batch was timed in two or more independent runs
+    (what another run would see), the timed steps of its one run where it was timed once (which understates
+    it). ``spread_over`` says which: "runs", "timed steps", or "runs and timed steps" where batches differ.
+    The 5-95 % range of the fixed seconds and of the slope over those fits holds the point estimate. A
     slope whose range reaches zero is not resolved: the per-sample work hides in the noise of the fixed
     cost, and its GFLOP/s is only a lower bound. Indexed by (model, threads).
     """
@@ -90,18 +95,18 @@ def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.
         runs = group.groupby("batch_size")["step_seconds"].apply(list)
         line, mape = fit_line(runs.index, [float(np.median(values)) for values in runs])
         intercepts, slopes = [line.intercept_seconds], [line.seconds_per_sample]
-        across_runs = bool(runs.map(len).min() >= 2)
+        several = runs.map(len) >= 2  # per batch: resample its runs, else its one run's timed steps
         steps = (
             group.groupby("batch_size")["step_seconds_all"].apply(list)
             if "step_seconds_all" in group
             else None
         )
-        if across_runs or steps is not None:
+        drawn = [
+            values if several[batch] or steps is None else steps[batch][0] for batch, values in runs.items()
+        ]
+        if several.any() or steps is not None:
             for _ in range(resamples):
-                if across_runs:
-                    medians = [float(np.median(generator.choice(values, len(values)))) for values in runs]
-                else:
-                    medians = [float(np.median(generator.choice(timed[0], len(timed[0])))) for timed in steps]
+                medians = [float(np.median(generator.choice(values, len(values)))) for values in drawn]
                 again, _ = fit_line(runs.index, medians)
                 intercepts.append(again.intercept_seconds)
                 slopes.append(again.seconds_per_sample)
@@ -128,7 +133,7 @@ def fit_compute(frame: pd.DataFrame, resamples: int = 200, seed: int = 0) -> pd.
                 "slope_resolved": bool(slope_low > 0),
                 "points": len(runs),
                 "runs_per_point": int(runs.map(len).min()),
-                "spread_over": "runs" if across_runs else "timed steps",
+                "spread_over": SPREADS[bool(several.all()), bool(several.any())],
                 "fit_mape_percent": mape,
             }
         )
@@ -522,7 +527,11 @@ def time_model_from_records(
 
 def _compute_rows(name: str, threads: int, fit) -> list[dict]:
     """The inputs table's two rows for one compute line: fixed seconds per step and achieved GFLOP/s."""
-    over = f"{fit.runs_per_point} runs per batch" if fit.spread_over == "runs" else "timed steps of one run"
+    over = {
+        "runs": f"{fit.runs_per_point} runs per batch",
+        "runs and timed steps": "the runs of a batch timed in several, else the timed steps of its run",
+        "timed steps": "timed steps of one run",
+    }[fit.spread_over]
     source = (
         f"single-device steps at {fit.points} batch sizes, fit MAPE {fit.fit_mape_percent:.1f} %; range over "
         f"{over}"

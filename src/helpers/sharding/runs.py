@@ -34,7 +34,7 @@ from helpers.sharding.memory import (
     per_rank_bytes,
 )
 from helpers.sharding.tasks import STRATEGIES
-from helpers.stats import describe_speedup, launch_speedup, spread
+from helpers.stats import describe_speedup, interval_label, launch_speedup, spread
 
 WORKER = "helpers.sharding.tasks"
 OPERATIONS = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor")
@@ -344,7 +344,7 @@ def strategy_view(table: pd.DataFrame) -> pd.DataFrame:
             "model": table["model"], "strategy": table["strategy"], "launches": table["launches"],
             "step time (s)": table["step_median"].round(3),
             "speed-up over DDP": table["speedup"].round(2),
-            "95 % interval": [
+            interval_label(table["launch_counts"]): [
                 f"{lo:.2f}–{hi:.2f}×" for lo, hi in zip(table["low"], table["high"], strict=True)
             ],
             "verdict": table["verdict"],
