@@ -87,6 +87,11 @@ def _ranks(counts) -> str:
     return f"{listed(counts)} rank{'' if counts == [1] else 's'}"
 
 
+def _one_or(count: int, noun: str) -> str:
+    """``one GPU``, ``4 GPUs``: a count in words where it is one."""
+    return f"one {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _refusal(reason: str, where: Placement) -> str:
     """The launcher's refusal as a statement, without its advice."""
     if reason.startswith("NCCL only moves CUDA tensors"):
@@ -143,8 +148,7 @@ def backend_statements(
             why = "not among the backends this run was asked to compare"
         else:
             limit = f" ({_refusal(refused.iloc[0]['reason'], where)})" if len(refused) else ""
-            gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
-            most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
+            gpus, most = _one_or(where.gpus, "GPU"), _one_or(max(can), "rank")
             why = (
                 f"with {gpus} it can start only {most}{limit}; the chapter's one-rank baseline runs on "
                 f"{where.name}, the backend that can run all its rank counts here, so no {name} run is among "
@@ -171,8 +175,7 @@ def backends_headline(runs: dict[str, list[tuple[dict, dict]]]) -> str:
     if not changes:
         return "not compared on this machine"
     ranks, most = max(k for _, k in changes), max(v["ranks"] for v, _ in runs["scaling"])
-    said = "compared on one rank" if ranks == 1 else f"compared on {ranks} ranks"
-    return said + (f", not on {most}" if ranks < most else "")
+    return f"compared on {_one_or(ranks, 'rank')}" + (f", not on {most}" if ranks < most else "")
 
 
 def _one_rank_gap(runs: list[tuple[dict, dict]], changes: dict, models: list[str]) -> str:
@@ -214,9 +217,9 @@ def _why_not_compared(
     names = listed(BACKEND_NAMES.get(b, b) for b in sorted(ran))
     nccl = plan[plan["backend"] == "nccl"]
     can = sorted(int(k) for k in nccl.query("runs")["ranks"])
-    gpus = "one GPU" if where.gpus == 1 else f"{where.gpus} GPUs"
+    gpus = _one_or(where.gpus, "GPU")
     if "nccl" in ran and can and max(can) < where.ranks:
-        most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
+        most = _one_or(max(can), "rank")
         return (
             f"With {gpus} NCCL cannot start more than {most} (it needs a GPU per rank), so the runs of "
             f"{where.ranks} ranks here are {where.name}'s"
@@ -231,7 +234,7 @@ def _why_not_compared(
         return f"NCCL cannot start here ({reason.split(' (')[0]}), so every run here is {names}"
     if "nccl" not in backends:
         return f"NCCL was not among the backends this run was asked to compare, so every run here is {names}"
-    most = "one rank" if max(can) == 1 else f"{max(can)} ranks"
+    most = _one_or(max(can), "rank")
     return (
         f"With {gpus} NCCL cannot start more than {most} (it needs a GPU per rank), so every run here is "
         f"{names}"

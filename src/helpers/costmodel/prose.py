@@ -27,7 +27,8 @@ from helpers.costmodel.recommend import (
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
 from helpers.ddp import ddp_bucket_bytes
-from helpers.stats import listed, plural
+from helpers.stats import listed
+from helpers.train import counted
 
 WHATEVER = " whatever the inputs"
 BOUNDS = {"compute": "arithmetic", "memory": "memory traffic", "host": "the host issuing ops"}
@@ -65,7 +66,7 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
         spread += f", and on {never} the fit never reaches the target (a failed prediction)"
     pairs = zip(tested["curve"], tested["error (%)"], strict=True)
     return {
-        "loss_tested": f"{len(tested)} {plural(len(tested), 'curve')}",
+        "loss_tested": counted(len(tested), "curve"),
         "loss_error_range": spread,
         "loss_per_curve": "; ".join(
             f"{curve}: {'never reached' if pd.isna(error) else f'{error:+.0f} %'}" for curve, error in pairs
