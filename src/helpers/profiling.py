@@ -138,14 +138,33 @@ def profile_training_step(
     if batch_size > len(train_set):
         raise ValueError(f"batch_size {batch_size} exceeds the {len(train_set)} training samples")
     target = pick_device(device)
-    on_gpu = target.type == "cuda"
-    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     torch.manual_seed(0)
     model = build_model(model_name).to(target)
     optim = make_optimizer(optimizer, model.parameters(), lr)
     inputs, targets = to_device(train_set, target).tensors
-    batch = (model, optim, inputs[:batch_size], targets[:batch_size], nn.functional.cross_entropy,
-             autocast_dtype)  # fmt: skip
+    arguments = (model, optim, inputs[:batch_size], targets[:batch_size], nn.functional.cross_entropy,
+                 autocast_dtype)  # fmt: skip
+    return profile_step(arguments, target, warmup_steps=warmup_steps, timed_steps=timed_steps,
+                        profiled_steps=profiled_steps, top=top)  # fmt: skip
+
+
+def profile_step(
+    batch: tuple,
+    target: torch.device,
+    *,
+    warmup_steps: int = WARMUP_STEPS,
+    timed_steps: int = 5,
+    profiled_steps: int = PROFILED_STEPS,
+    top: int = 12,
+) -> dict:
+    """``profile_training_step``'s measurement of one ``train.training_step`` on ``target``, whatever the
+    model: ``batch`` is that function's arguments (model, optimizer, inputs, targets, loss, autocast dtype),
+    already on ``target``. Chapter 7's models (``advise.measure``) are profiled by the same code."""
+    check_positive(timed_steps=timed_steps, profiled_steps=profiled_steps)
+    on_gpu = target.type == "cuda"
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    batch_size = len(batch[2])
+    autocast_dtype = batch[5]
     for _ in range(warmup_steps):
         training_step(*batch)
     timed = []

@@ -26,6 +26,7 @@ from helpers.costmodel.specs import gpu_key
 from helpers.dataparallel import stored_copy_calibration
 from helpers.hardware import gpu_count, gpu_name, usable_cores
 from helpers.phase_clock import PhaseClock
+from helpers.profiling import profile_step
 from helpers.results import ResultStore
 from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_step
 
@@ -33,6 +34,20 @@ from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_st
 def synthetic_loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """A loss for any output: the mean square (the backward pass costs what the model's layers cost)."""
     return output.float().square().mean()
+
+
+def step_arguments(
+    model: nn.Module, input_shape, batch: int, optimizer: str, dtype: str, device: str, seed: int
+) -> tuple[torch.device, tuple]:
+    """The device and ``train.training_step``'s arguments for a seeded copy of ``model`` with its optimizer,
+    on random inputs of ``batch`` samples (no targets: ``synthetic_loss``)."""
+    target = pick_device(device)
+    torch.manual_seed(seed)
+    model = copy.deepcopy(model).to(target).train()
+    optim = make_optimizer(optimizer, model.parameters(), 1e-3)
+    inputs = torch.randn(batch, *input_shape, device=target)
+    autocast = torch.bfloat16 if dtype == "bf16" else None
+    return target, (model, optim, inputs, None, synthetic_loss, autocast)
 
 
 def time_steps(
@@ -49,16 +64,11 @@ def time_steps(
     """Every phase of ``timed_steps`` training steps of a copy of ``model`` on random inputs of
     ``batch`` samples, after ``WARMUP_STEPS``: forward (with the loss), backward and optimizer seconds per
     step (host clock; on a GPU, CUDA events), and their sum."""
-    target = pick_device(device)
-    torch.manual_seed(seed)
-    model = copy.deepcopy(model).to(target).train()
-    optim = make_optimizer(optimizer, model.parameters(), 1e-3)
-    inputs = torch.randn(batch, *input_shape, device=target)
-    autocast = torch.bfloat16 if dtype == "bf16" else None
+    target, arguments = step_arguments(model, input_shape, batch, optimizer, dtype, device, seed)
     phases = {"forward": [], "backward": [], "optimizer": []}
     for step in range(WARMUP_STEPS + timed_steps):
         clock = PhaseClock(target)
-        training_step(model, optim, inputs, None, synthetic_loss, autocast, phase=clock)
+        training_step(*arguments, phase=clock)
         if step >= WARMUP_STEPS:
             for name, (host, on_device) in clock.seconds().items():
                 phases[name].append(on_device if on_device is not None else host)
@@ -72,12 +82,11 @@ def time_steps(
     }
 
 
-def stored_step_timing(store: ResultStore, spec: str, counted: Counted, batch: int, **settings) -> dict:
-    """``time_steps`` through the store, keyed by the model's spec and counted costs, the batch, the
+def step_config(kind: str, spec: str, counted: Counted, batch: int, **settings) -> dict:
+    """A stored step measurement's configuration: the model's spec and counted costs, the batch, the
     threads and the settings."""
-    settings.setdefault("device", "cpu")
-    config = {
-        "kind": "advise_step_timing",
+    return {
+        "kind": kind,
         "spec": spec,
         "model": counted.name,
         "input_shape": list(counted.input_shape),
@@ -87,6 +96,13 @@ def stored_step_timing(store: ResultStore, spec: str, counted: Counted, batch: i
         "threads": torch.get_num_threads(),
         **settings,
     }
+
+
+def stored_step_timing(store: ResultStore, spec: str, counted: Counted, batch: int, **settings) -> dict:
+    """``time_steps`` through the store, keyed by the model's spec and counted costs, the batch, the
+    threads and the settings."""
+    settings.setdefault("device", "cpu")
+    config = step_config("advise_step_timing", spec, counted, batch, **settings)
     return store.measure(
         config,
         lambda: time_steps(
@@ -98,6 +114,64 @@ def stored_step_timing(store: ResultStore, spec: str, counted: Counted, batch: i
             **settings,
         ),
     )
+
+
+def profile_steps(
+    model: nn.Module,
+    input_shape,
+    batch: int,
+    *,
+    optimizer: str = "adam",
+    dtype: str = "float32",
+    device: str = "cpu",
+    seed: int = 0,
+) -> dict:
+    """``profiling.profile_step`` of a copy of ``model`` on random inputs of ``batch`` samples: each phase
+    on the host's and the device's clocks, and every operator's host and device time under torch.profiler.
+    What the host costs per operator, and the device per layer, is read from these (issue 35)."""
+    target, arguments = step_arguments(model, input_shape, batch, optimizer, dtype, device, seed)
+    return profile_step(arguments, target)
+
+
+def stored_step_profile(
+    store: ResultStore, spec: str, counted: Counted, batch: int, *, device: str = "cpu", seed: int = 0
+) -> dict:
+    """``profile_steps`` through the store, keyed like ``stored_step_timing``."""
+    config = step_config("advise_step_profile", spec, counted, batch, device=device, seed=seed)
+    return store.measure(
+        config,
+        lambda: profile_steps(
+            counted.module,
+            counted.input_shape,
+            batch,
+            optimizer=counted.optimizer,
+            dtype=counted.dtype,
+            device=device,
+            seed=seed,
+        ),
+    )
+
+
+def profile_sweep(
+    store: ResultStore,
+    counted: dict[str, Counted],
+    batches,
+    *,
+    device: str = "cpu",
+    repeats: int = 3,
+    time_limit_seconds: float = 600,
+) -> list[dict]:
+    """``stored_step_profile`` of every ``{spec: Counted}`` at every batch, ``repeats`` seeds each, batch by
+    batch across the models (so that a time limit leaves every model measured at the smaller batches).
+    Past ``time_limit_seconds`` it stops and returns what it has; everything finished is stored."""
+    work = [(b, s, r) for b in sorted(set(batches)) for s in counted for r in range(repeats)]
+    deadline, records = time.monotonic() + time_limit_seconds, []
+    for batch, spec, seed in tqdm(work, desc="profiled steps"):
+        if time.monotonic() > deadline:
+            print(f"stopped at its {time_limit_seconds:.0f} s limit; what it measured is stored")
+            break
+        records.append(stored_step_profile(store, spec, counted[spec], batch, device=device, seed=seed))
+    return records
 
 
 def measure_steps(
