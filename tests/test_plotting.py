@@ -277,6 +277,10 @@ def test_chapter_six_figures_fit_the_column_and_say_what_they_show():
     assert figure.get_size_inches()[0] <= 7.5 and HARDWARE in title(figure)
     bars = figure.axes[0].containers[0].lines[2][0].get_segments()[1]  # the k = 2 bar: its interval
     assert [y for _, y in bars] == pytest.approx([1.46, 1.75])
+    assert "ideal: S(k) = k" in figure.axes[0].get_legend_handles_labels()[1]
+    shared = plotting.plot_efficiency(efficiency, "speed-up", HARDWARE, ceiling="one")
+    line = next(line for line in shared.axes[0].lines if line.get_label() == "one shared device: S(k) = 1")
+    assert list(line.get_ydata()) == [1, 1]
     steps = pd.DataFrame({"rule": ["fixed"] * 3, "seed": [0] * 3, "global_batch": [8, 32, 128],
                           "steps": [525.0, 190.0, 90.0]})  # fmt: skip
     fits = {"fixed": {"s_min": 63.0, "b_crit": 59.4, "e_min": 3719.0}}

@@ -124,3 +124,42 @@ def test_sentences_put_the_verdict_first_without_nested_parentheses():
         "Here, for M, against 2 accumulated micro-batches, 2 DDP ranks: faster, 2.00× (1.50–2.50×, "
         "3 launches each)."
     )
+
+
+H200 = {"usable_cores": 16, "gpus": [{"name": "NVIDIA H200"}]}
+TWO_CORES = {"usable_cores": 2, "gpus": []}
+
+
+def test_ranks_on_one_device_are_read_against_one_devices_speed_not_k_devices():
+    runs = launches("M", "strong", 1, [2.0, 2.1, 1.9]) + launches("M", "strong", 2, [1.25, 1.3, 1.2])
+    assert scaling.efficiency_sentences(scaling.efficiency_table(runs), 2, shared=True) == (
+        "M, strong scaling: faster, 1.60× (1.46–1.75×, 3 launches each)."
+    )
+    gpu = scaling.ranks_setting(H200, "gloo", "cuda", 4)
+    assert gpu["ranks_where"] == "4 Gloo ranks time-sharing the one NVIDIA H200"
+    assert gpu["ceiling"] == "one" and "Each rank has 4 of the 16 cores." in gpu["sharing"]
+    assert "NCCL refuses two ranks on one GPU" in gpu["sharing"] and "cores ÷" not in gpu["sharing"]
+    cpu = scaling.ranks_setting(TWO_CORES, "gloo", "cpu", 4)
+    assert cpu["ranks_where"] == "4 Gloo ranks sharing 2 cores" and cpu["ceiling"] == "one"
+    assert "(at least one, so 4 ranks oversubscribe 2 cores)" in cpu["sharing"]
+    assert "oversubscribe" not in scaling.ranks_setting(TWO_CORES, "gloo", "cpu", 2)["sharing"]
+    own = scaling.ranks_setting({"usable_cores": 16, "gpus": [{"name": "H100"}] * 4}, "nccl", "cuda", 4)
+    assert own["ranks_where"] == "4 NCCL ranks, one GPU each" and own["ceiling"] == "k"
+    assert scaling.shares_device(H200, "cuda", 2) and not scaling.shares_device(H200, "cuda", 1)
+
+
+def test_the_accumulation_caveat_says_only_what_applies_to_the_device():
+    def table(verdict):
+        return pd.DataFrame([{"k": 4, "candidate": "4 DDP ranks", "verdict": verdict},
+                             {"k": 4, "candidate": "one pass", "verdict": "faster"}])  # fmt: skip
+
+    assert scaling.accumulation_caveat(table("slower"), 4, TWO_CORES, "cpu") == ""  # nothing to explain
+    assert scaling.accumulation_caveat(table("faster"), 4, TWO_CORES, "cpu").startswith(
+        "Where 4 processes here beat one process accumulating, that is not a second device"
+    )
+    assert scaling.accumulation_caveat(table("slower"), 4, H200, "cuda") == (
+        "Here the 4 DDP ranks time-share one GPU and all-reduce through host memory, so their rows price "
+        "that against one process accumulating, not 4 GPUs against one."
+    )
+    four = {"usable_cores": 16, "gpus": [{"name": "H100"}] * 4}
+    assert scaling.accumulation_caveat(table("faster"), 4, four, "cuda") == ""

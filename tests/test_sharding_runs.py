@@ -127,3 +127,19 @@ def test_sentences_and_views_of_the_sharded_runs():
     assert milliseconds.loc["test", ("LinearNet", "ddp")] == pytest.approx(2 + 48.41, abs=0.01)
     traffic = runs.traffic_view(runs.traffic_check([record("ddp", 2, [["all_reduce", 376_200 * 4]], [], [])]))
     assert traffic.iloc[0]["bytes per step"] == "1,504,800"
+
+
+def test_sharded_runs_say_where_they_ran_and_what_their_price_was_fitted_on():
+    cpu = runs.placement(["gloo"], "cpu", 4)
+    assert cpu == {"settings": {"backend": "gloo", "device": "cpu"}, "where": "4 Gloo ranks on the CPU",
+                   "note": "4 Gloo ranks on the CPU"}  # fmt: skip
+    fallback = runs.placement(["nccl", "gloo"], "cuda", 4)  # no GPU here: NCCL refused, said why
+    assert fallback["where"] == "4 Gloo ranks on the CPU"
+    assert fallback["note"].startswith("4 Gloo ranks on the CPU, not the GPU (device 'cuda' asked for")
+    assert fallback["note"].endswith("but its step times are the CPU's)")
+    assert runs.price_caveat("cpu", "cpu") == "" and runs.zero_work_note("cuda") == ""
+    assert runs.price_caveat("cuda", "cpu").startswith(
+        "The price is this machine's all-reduce fit with CUDA tensors (chapter 4); the sharded runs moved "
+        "CPU tensors"
+    )
+    assert runs.zero_work_note("cpu").startswith("On shared cores ZeRO-1 may also save work")

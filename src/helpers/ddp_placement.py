@@ -8,7 +8,6 @@ so a GPU edition executed elsewhere from its records says what ran there.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from helpers.ddp_results import (
     ms,
     warmup_table,
 )
+from helpers.launch import without_advice
 from helpers.stats import listed
 
 
@@ -98,8 +98,7 @@ def _refusal(reason: str, where: Placement) -> str:
         return "it needs CUDA tensors, and " + (
             "this machine has no GPU" if where.gpus == 0 else "this run uses CPU tensors"
         )
-    said = reason.split(" (")[0]
-    return re.sub(r"\b(\d+) GPU\(s\)", lambda m: f"{m[1]} GPU" + ("" if m[1] == "1" else "s"), said)
+    return without_advice(reason)
 
 
 def backend_statements(

@@ -28,6 +28,7 @@ import torch
 from helpers import worker
 from helpers.hardware import Machine, sharing_refusal
 from helpers.processes import stop_process_tree
+from helpers.train import counted
 from helpers.worker import ALL_RANKS_HERE
 
 BACKENDS = ("gloo", "nccl")
@@ -68,7 +69,7 @@ def check_request(
             raise ValueError("NCCL only moves CUDA tensors: use device 'cuda', or the gloo backend for CPU")
         if world_size > gpus:
             raise ValueError(
-                f"NCCL needs one GPU per rank: {world_size} ranks asked for, {gpus} GPU(s) visible "
+                f"NCCL needs one GPU per rank: {world_size} ranks asked for, {counted(gpus, 'GPU')} visible "
                 "(NCCL refuses two ranks on one GPU; use gloo to share a GPU between ranks)"
             )
     if device == "cuda":
@@ -76,6 +77,11 @@ def check_request(
         refusal = machine.sharing_refusal(used) if machine is not None else sharing_refusal(used)
         if refusal:
             raise ValueError(refusal)
+
+
+def without_advice(refusal: str) -> str:
+    """A refusal of ``check_request`` as a statement: what is wrong, without the advice in parentheses."""
+    return refusal.split(" (")[0]
 
 
 def check_launch(

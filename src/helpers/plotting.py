@@ -490,10 +490,11 @@ def plot_stale_training(
     return titled(figure, what, hardware)
 
 
-def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+def plot_efficiency(table: pd.DataFrame, what: str, hardware: str, ceiling: str = "k") -> plt.Figure:
     """Speed-up against ranks, strong and weak scaling side by side, one line per model through the
-    medians of its launches with bars over the 95 % bootstrap interval (``scaling.efficiency_table``), and
-    the ideal S(k) = k."""
+    medians of its launches with bars over the interval over launches (``scaling.efficiency_table``), and
+    the best the ranks can reach (``ceiling``, ``scaling.ranks_setting``): S(k) = k with a device each,
+    S(k) = 1 where they share one."""
     kinds = [kind for kind in ("strong", "weak") if kind in set(table["scaling"])]
     width = 3.2 * len(kinds) + 1.1  # the legend sits right of the panels: 7.5 in for two
     figure, axes = plt.subplots(1, len(kinds), figsize=(width, 3.4), squeeze=False, sharey=True)
@@ -504,7 +505,11 @@ def plot_efficiency(table: pd.DataFrame, what: str, hardware: str) -> plt.Figure
             errors = [rows["speedup"] - rows["speedup_low"], rows["speedup_high"] - rows["speedup"]]
             axis.errorbar(rows["ranks"], rows["speedup"], yerr=errors, marker=marker, capsize=3, label=model)
         ranks = sorted(part["ranks"].unique())
-        axis.plot(ranks, ranks, color="black", linewidth=1, linestyle="--", label="ideal: S(k) = k")
+        if ceiling == "k":
+            axis.plot(ranks, ranks, color="black", linewidth=1, linestyle="--", label="ideal: S(k) = k")
+        else:
+            axis.plot(ranks, [1] * len(ranks), color="black", linewidth=1, linestyle="--",
+                      label="one shared device: S(k) = 1")  # fmt: skip
         axis.set(xlabel="ranks k", ylabel="speed-up S(k)", title=f"{kind} scaling", xticks=ranks)
     axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
     return titled(figure, what, hardware)

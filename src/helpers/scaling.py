@@ -322,16 +322,92 @@ def phrase(row) -> str:
                              "verdict": row["verdict"], "launches": row["launch_counts"]})  # fmt: skip
 
 
-def efficiency_sentences(table: pd.DataFrame, ranks: int) -> str:
-    """What ``efficiency_table`` says at ``ranks``, one sentence per model and scaling, for the prose."""
+def shares_device(hardware: dict, device: str, ranks: int) -> bool:
+    """Whether ``ranks`` ranks on ``device`` share one device: always on a CPU (they share its cores), on
+    a GPU machine when there are more ranks than GPUs (``hardware``: ``store.hardware``)."""
+    return device != "cuda" or ranks > len(hardware.get("gpus") or [])
+
+
+def ranks_setting(hardware: dict, backend: str, device: str, ranks: int) -> dict[str, str]:
+    """How the chapter's ``ranks`` ranks ran on the machine that measured (``store.hardware``), for its
+    prose: ``ranks_where`` ("4 Gloo ranks time-sharing the one NVIDIA H200"), ``sharing`` (what that
+    setting can show of scaling), and ``ceiling`` (the figure's yardstick: "k" devices' speed, or "one"
+    device's where the ranks share it)."""
+    cores, gpus = hardware["usable_cores"], hardware.get("gpus") or []
+    name = "NCCL" if backend == "nccl" else "Gloo"
+    threads = max(1, cores // ranks)
+    own = (
+        "With one GPU per rank, weak scaling costs only the all-reduce that is not hidden behind the "
+        "backward pass, and strong scaling also costs the smaller per-device batch that chapter 1 showed "
+        "runs less efficiently."
+    )
+    if not shares_device(hardware, device, ranks):
+        return {"ranks_where": f"{ranks} {name} ranks, one GPU each", "ceiling": "k",
+                "sharing": f"Here each rank has a GPU of its own. {own}"}  # fmt: skip
+    if device == "cuda":
+        gpu = f"the one {gpus[0]['name']}" if len(gpus) == 1 else f"{len(gpus)} {gpus[0]['name']} GPUs"
+        sharing = (
+            f"Here the {ranks} ranks share {gpu}: NCCL refuses two ranks on one GPU, so they run Gloo, "
+            "whose all-reduce copies every gradient to host memory, sums it on the CPU and copies it back, "
+            "and the GPU runs one process's kernels at a time. The dashed line, S(k) = 1, is one GPU's "
+            "speed: ranks sharing it can pass it only where one rank leaves the GPU idle while its host "
+            "issues kernels, and what they lose below it is what time-sharing and Gloo's round trip "
+            "through the host cost, not what GPUs of their own would add. Each rank has "
+            f"{threads} of the {cores} cores. {own}"
+        )
+        return {"ranks_where": f"{ranks} {name} ranks time-sharing {gpu}", "ceiling": "one",
+                "sharing": sharing}  # fmt: skip
+    over = f", so {ranks} ranks oversubscribe {cores} cores" if ranks > cores else ""
+    sharing = (
+        f"On a CPU the $k$ ranks share the same cores, and each rank gets cores ÷ $k$ threads (at least "
+        f"one{over}). The dashed line, S(k) = 1, is one process's speed on all the cores, which ranks "
+        "sharing them pass only where one process leaves cores idle: strong scaling trades one "
+        "process's threads for several processes plus an "
+        "all-reduce, and its efficiency measures that trade, not what extra devices would add. Weak "
+        "scaling gives each rank a whole device's batch on a share of the cores, so on a quiet machine its "
+        "efficiency falls, roughly as $1/k$; on a busy one, launches scatter far from that, and the "
+        f"intervals say how far. {own}"
+    )
+    return {"ranks_where": f"{ranks} {name} ranks sharing {cores} cores", "ceiling": "one",
+            "sharing": sharing}  # fmt: skip
+
+
+def efficiency_sentences(table: pd.DataFrame, ranks: int, shared: bool = False) -> str:
+    """What ``efficiency_table`` says at ``ranks``, one sentence per model and scaling, for the prose.
+    ``shared``: the ranks shared one device, so their efficiency against k devices' ideal, which does not
+    apply to them, is left out (``ranks_setting``)."""
     sentences = []
     for row in table[table["ranks"] == ranks].sort_values(["model", "scaling"]).itertuples(index=False):
         unit = " in samples per second" if row.scaling == "weak" else ""
-        sentences.append(
-            f"{row.model} keeps {row.efficiency:.2f} of the ideal under {row.scaling} scaling; its verdict "
-            f"against one rank{unit}: {phrase(row._asdict())}."
-        )
+        if shared:
+            sentences.append(f"{row.model}, {row.scaling} scaling{unit}: {phrase(row._asdict())}.")
+        else:
+            sentences.append(
+                f"{row.model} keeps {row.efficiency:.2f} of the ideal under {row.scaling} scaling; its "
+                f"verdict against one rank{unit}: {phrase(row._asdict())}."
+            )
     return " ".join(sentences)
+
+
+def accumulation_caveat(table: pd.DataFrame, k: int, hardware: dict, device: str) -> str:
+    """What the DDP rows of ``accumulation_table`` at ``k`` do not show, where the ranks shared a device:
+    on a GPU, one GPU time-shared with Gloo's round trip through the host, always; on a CPU, why k
+    processes on the same cores can beat one, where they did. "" where each rank had a GPU of its own."""
+    if not shares_device(hardware, device, k):
+        return ""
+    if device == "cuda":
+        return (
+            f"Here the {k} DDP ranks time-share one GPU and all-reduce through host memory, so their rows "
+            f"price that against one process accumulating, not {k} GPUs against one."
+        )
+    rows = table[(table["k"] == k) & (table["candidate"] == f"{k} DDP ranks")]
+    if not (rows["verdict"] == "faster").any():
+        return ""
+    return (
+        f"Where {k} processes here beat one process accumulating, that is not a second device: the ranks "
+        "share the same cores, and a likely cause (not measured here) is that small micro-batches keep one "
+        "process's intra-op threads less busy than several processes keep the cores."
+    )
 
 
 def accumulation_sentences(table: pd.DataFrame, k: int, lead: str = "For") -> str:

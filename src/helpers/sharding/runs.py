@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from helpers.collectives.model import bus_bandwidth_factor
 from helpers.ddp import ddp_bucket_bytes
-from helpers.launch import check_request, launch
+from helpers.launch import check_request, launch, without_advice
 from helpers.models import build_model
 from helpers.sharding.memory import (
     FLOAT,
@@ -75,23 +75,49 @@ def placement(backends, device: str, world_size: int, gpus: int | None = None, m
     """Where the sharded runs go: NCCL ranks on the GPUs, one GPU each, when ``device`` is "cuda" and NCCL is
     among ``backends`` and can run ``world_size`` ranks here; otherwise Gloo ranks on the CPU, where what
     each rank holds and sends is the same bytes (FSDP's collectives on Gloo with CUDA tensors are not
-    relied on). Returns the launch ``settings`` (backend, device) and a ``note`` saying which and why;
-    ``machine`` is a plan's described machine (default: this one).
+    relied on). Returns the launch ``settings`` (backend, device), ``where`` ("4 Gloo ranks on the CPU")
+    and a ``note`` saying which and why; ``machine`` is a plan's described machine (default: this one).
     """
     reason = None
     if device == "cuda" and "nccl" in backends:
         try:
             check_request("nccl", "cuda", world_size, gpus, machine)
-            return {"settings": {"backend": "nccl", "device": "cuda"},
-                    "note": f"{world_size} NCCL ranks, one GPU each"}  # fmt: skip
+            where = f"{world_size} NCCL ranks, one GPU each"
+            return {"settings": {"backend": "nccl", "device": "cuda"}, "where": where, "note": where}
         except ValueError as error:
             reason = str(error)
     elif device == "cuda":
         reason = "NCCL is not among this run's backends"
-    note = f"{world_size} Gloo ranks on the CPU"
+    where = note = f"{world_size} Gloo ranks on the CPU"
     if reason:
-        note += f" ({reason}; what each rank holds and sends is the same bytes on any device)"
-    return {"settings": {"backend": "gloo", "device": "cpu"}, "note": note}
+        note += (
+            f", not the GPU ({without_advice(reason)}; what each rank holds and sends is the same bytes "
+            "on any device, but its step times are the CPU's)"
+        )
+    return {"settings": {"backend": "gloo", "device": "cpu"}, "where": where, "note": note}
+
+
+def zero_work_note(run_device: str) -> str:
+    """What ZeRO-1 may save besides bytes where the sharded ranks share a CPU's cores; "" on GPUs."""
+    if run_device != "cpu":
+        return ""
+    return (
+        "On shared cores ZeRO-1 may also save work (a reading, not measured here): only the rank that owns "
+        "the big first weight runs Adam on it, where under DDP every rank does."
+    )
+
+
+def price_caveat(fit_device: str, run_device: str) -> str:
+    """The sentence owed where the all-reduce price (fitted on ``fit_device``'s tensors) and the sharded
+    runs it is set against (``run_device``'s) moved tensors on different devices; "" where they match."""
+    if fit_device == run_device:
+        return ""
+    names = {"cuda": "CUDA", "cpu": "CPU"}
+    return (
+        f"The price is this machine's all-reduce fit with {names[fit_device]} tensors (chapter 4); the "
+        f"sharded runs moved {names[run_device]} tensors, so read the two side by side as orders of "
+        "magnitude only."
+    )
 
 
 def summarize_sharding(results: list[dict]) -> dict:
