@@ -1,13 +1,19 @@
 """helpers.costmodel.validate: the four models profiled per batch through the store (reused on a rerun,
-stopped by its limit with what it finished kept), read back per machine; bad input is one line."""
+stopped by its limit with what it finished kept); the step model's inputs recovered from steps it made
+itself, each model predicted from the others, the goals counted by hand; bad input is one line."""
 
 import functools
 
+import pandas as pd
 import pytest
 
 from helpers.advise import measure
 from helpers.costmodel import validate
+from helpers.costmodel.specs import GPUS
+from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
 from helpers.results import ResultStore
+
+H200 = GPUS["H200 SXM 141 GB"]
 
 
 @pytest.fixture(scope="module")
@@ -32,24 +38,91 @@ def test_every_batch_and_seed_is_profiled_once_and_reused(tmp_path, mel_cnn):
     reused = measure.profile_sweep(store, mel_cnn, [2, 3], repeats=2)
     assert [r["measured_at"] for r in reused] == [r["measured_at"] for r in first]
     frame = validate.profile_frame(first)
-    assert list(frame.columns) == ["machine", "model", "batch", "seed", "step (ms)", "host issue (ms)",
-                                   "kernels (ms)"]  # fmt: skip
-    assert set(frame["model"]) == {"MelCNN"} and (frame["kernels (ms)"] == 0.0).all()  # no GPU here
-    phases = first[0]["result"]["phases"]
-    assert frame["host issue (ms)"][0] == pytest.approx(sum(p["host_seconds"] for p in phases) * 1e3)
+    assert list(frame.columns) == ["machine", "model", "batch", "seed", "step_seconds", "layers_host_seconds",
+                                   "optimizer_host_seconds", "kernel_seconds"]  # fmt: skip
+    assert set(frame["model"]) == {"MelCNN [0e882f44]"} and (frame["kernel_seconds"] == 0.0).all()  # no GPU
+    phases = {phase["phase"]: phase["host_seconds"] for phase in first[0]["result"]["phases"]}
+    assert frame["layers_host_seconds"][0] == phases["forward"] + phases["backward"]
+    observed = validate.observed_steps(frame)
+    assert list(observed["batch"]) == [2, 3] and list(observed["runs"]) == [2, 2]
+    assert (observed["step_low"] <= observed["step_seconds"]).all()
 
 
-def test_the_command_reads_the_stored_profiles_per_machine(tmp_path, monkeypatch, capsys, mel_cnn):
+def test_the_command_refuses_an_empty_store_and_skips_a_machine_without_a_gpu(
+    tmp_path, monkeypatch, capsys, mel_cnn
+):
     monkeypatch.setattr(validate, "ResultStore", functools.partial(ResultStore, root=tmp_path))
     assert validate.main(["--results-run", "scratch"]) == 2
     assert "holds no advise_step_profile records" in capsys.readouterr().err
-    measure.profile_sweep(ResultStore("scratch", root=tmp_path), mel_cnn, [2, 4], repeats=1)
+    store = ResultStore("scratch", root=tmp_path)
+    measure.profile_sweep(store, mel_cnn, [2, 4], repeats=1)
     assert validate.main(["--results-run", "scratch"]) == 0
-    out = capsys.readouterr().out
-    assert f"machine {ResultStore('scratch', root=tmp_path).provenance_id}" in out
-    assert out.count("MelCNN") == 1 and "host issue (ms)" in out
+    assert capsys.readouterr().out == (
+        f"machine {store.provenance_id}: no GPU the roofline knows, or fewer than three models: skipped\n"
+    )
 
 
 def test_bad_batches_are_one_line_before_any_work(capsys):
     assert validate.main(["--batches", "16,x"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+TRUE_INPUTS = StepInputs(op_seconds=5e-5, optimizer_seconds=4e-4, peak_fraction=0.5, half_flops=1e7,
+                         memory=0.7, kernel_seconds=3e-6)  # fmt: skip
+
+
+def synthetic(models=("LinearNet", "ConvNet"), batches=(16, 256)) -> pd.DataFrame:
+    """``observed_steps`` rows made by the step model itself from ``TRUE_INPUTS`` on the H200's datasheet."""
+    rows = []
+    for model in models:
+        for batch in batches:
+            step = predict_step(model, batch, H200, TRUE_INPUTS)
+            rows.append({"machine": "m", "model": model, "batch": batch, "step_seconds": step["step_seconds"],
+                         "layers_host_seconds": layer_ops(model) * TRUE_INPUTS.op_seconds,
+                         "optimizer_host_seconds": TRUE_INPUTS.optimizer_seconds,
+                         "kernel_seconds": step["device_seconds"], "step_low": step["step_seconds"],
+                         "step_high": step["step_seconds"], "runs": 1})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_calibration_recovers_the_inputs_that_made_the_steps():
+    calibration = validate.calibrate(synthetic(), H200)
+    central = calibration["central"]
+    assert central.op_seconds == pytest.approx(5e-5) and central.optimizer_seconds == pytest.approx(4e-4)
+    corners = [value for corner in calibration["host_corners"] for value in corner]
+    assert corners == pytest.approx([5e-5, 4e-4] * 4)  # one host time per op: no spread
+    for row in synthetic().itertuples():  # the fitted device curve reproduces every kernel time
+        fitted = predict_step(row.model, row.batch, H200, central)["device_seconds"]
+        assert fitted == pytest.approx(row.kernel_seconds)
+
+
+def test_leave_one_out_predicts_each_model_from_the_others():
+    table = validate.leave_one_out(synthetic(), H200)
+    assert list(table["model"]) == ["LinearNet", "LinearNet", "ConvNet", "ConvNet"]
+    assert table["in_sample_ratio"].to_numpy() == pytest.approx(1.0)
+    assert table["out_of_sample_ratio"].to_numpy() == pytest.approx(1.0)  # the same inputs made both
+    assert table["inside_band"].all() and (table["band_width"] >= 1).all()
+
+
+def test_the_goals_are_counted_from_batch_32_per_model_and_over_all():
+    table = pd.DataFrame({
+        "model": ["A", "A", "A", "B"], "batch": [16, 32, 64, 32],
+        "in_sample_ratio": [9.0, 1.1, 0.9, 1.0], "out_of_sample_ratio": [9.0, 1.3, 0.9, 1.0],
+        "inside_band": [False, True, False, True], "band_width": [9.0, 2.0, 3.0, 1.5],
+    })  # fmt: skip
+    summary = validate.goal_summary(table)
+    assert summary.loc["A"].to_dict() == pytest.approx({
+        "points": 2, "within 0.8-1.25": 0.5, "median error, out of sample": 0.2,
+        "median error, in sample": 0.1, "inside band": 0.5, "median band width": 2.5,
+    })  # fmt: skip
+    assert summary.loc["all", "points"] == 3
+    assert summary.loc["all", "median error, out of sample"] == pytest.approx(0.1)  # of 0.3, 0.1 and 0
+
+
+def test_the_command_prints_the_h200_table_from_the_committed_records(capsys):
+    assert validate.main([]) == 0
+    out = capsys.readouterr().out
+    assert "(H200 SXM 141 GB): leave one model out" in out
+    for model in ("LinearNet", "ConvNet", "MelCNN", "WaveTransformer"):
+        assert model in out
+    assert "out of sample, predicted / measured" in out and "goals (batches of 32 and more)" in out
