@@ -108,12 +108,14 @@ def test_the_goals_are_counted_from_batch_32_per_model_and_over_all():
     table = pd.DataFrame({
         "model": ["A", "A", "A", "B"], "batch": [16, 32, 64, 32],
         "in_sample_ratio": [9.0, 1.1, 0.9, 1.0], "out_of_sample_ratio": [9.0, 1.3, 0.9, 1.0],
+        "roofline_ratio": [9.0, 0.5, 0.3, 0.2],
         "inside_band": [False, True, False, True], "band_width": [9.0, 2.0, 3.0, 1.5],
     })  # fmt: skip
     summary = validate.goal_summary(table)
     assert summary.loc["A"].to_dict() == pytest.approx({
         "points": 2, "within 0.8-1.25": 0.5, "median error, out of sample": 0.2,
-        "median error, in sample": 0.1, "inside band": 0.5, "median band width": 2.5,
+        "median error, in sample": 0.1, "median error, roofline": 0.6, "inside band": 0.5,
+        "median band width": 2.5,
     })  # fmt: skip
     assert summary.loc["all", "points"] == 3
     assert summary.loc["all", "median error, out of sample"] == pytest.approx(0.1)  # of 0.3, 0.1 and 0

@@ -29,6 +29,7 @@ import torch
 
 from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
+from helpers.costmodel import gpus
 from helpers.costmodel.specs import GPUS, gpu_key
 from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
 from helpers.data import CLIP_SAMPLES
@@ -142,10 +143,10 @@ def predicted(model: str, batch: int, gpu, calibration: dict) -> dict[str, float
 
 
 def leave_one_out(observed: pd.DataFrame, gpu) -> pd.DataFrame:
-    """Every measured step of one machine (``observed_steps`` rows) with its in-sample prediction
-    (calibrated on every model) and its out-of-sample one (calibrated on the other models), each as a ratio
-    predicted / measured, with the out-of-sample band, its width (high / low) and whether it holds the
-    measured step."""
+    """Every measured step of one machine (``observed_steps`` rows) with chapter 5's roofline at its central
+    values (what this model replaces), its in-sample prediction (calibrated on every model) and its
+    out-of-sample one (calibrated on the other models), each as a ratio predicted / measured, with the
+    out-of-sample band, its width (high / low) and whether it holds the measured step."""
     everything = calibrate(observed, gpu)
     rows = []
     for model, held in observed.groupby("model", sort=False):
@@ -157,6 +158,8 @@ def leave_one_out(observed: pd.DataFrame, gpu) -> pd.DataFrame:
                 "model": model.split(" [")[0],
                 "batch": int(row.batch),
                 "measured_seconds": row.step_seconds,
+                "roofline_ratio": gpus.roofline_step(model, int(row.batch), gpu)["step_seconds"]
+                / row.step_seconds,
                 "in_sample_ratio": inside / row.step_seconds,
                 "out_of_sample_seconds": outside["predicted"],
                 "out_of_sample_ratio": outside["predicted"] / row.step_seconds,
@@ -175,7 +178,8 @@ GOAL_RATIOS = (0.8, 1.25)
 def goal_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per model and over all (``leave_one_out`` rows at batches of ``GOAL_BATCH`` and more): the share of
     out-of-sample ratios within ``GOAL_RATIOS``, the median absolute error (|ratio - 1|), the share of
-    bands holding the measured step and the median band width; in-sample's median error beside them."""
+    bands holding the measured step and the median band width; in-sample's median error and the roofline's
+    (chapter 5's central values) beside them."""
     shown = table[table["batch"] >= GOAL_BATCH]
 
     def summary(rows: pd.DataFrame) -> dict:
@@ -185,6 +189,7 @@ def goal_summary(table: pd.DataFrame) -> pd.DataFrame:
             "within 0.8-1.25": float(ratio.between(*GOAL_RATIOS).mean()),
             "median error, out of sample": float((ratio - 1).abs().median()),
             "median error, in sample": float((rows["in_sample_ratio"] - 1).abs().median()),
+            "median error, roofline": float((rows["roofline_ratio"] - 1).abs().median()),
             "inside band": float(rows["inside_band"].mean()),
             "median band width": float(rows["band_width"].median()),
         }
@@ -199,6 +204,7 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "model": table["model"], "batch": table["batch"],
         "measured (ms)": (table["measured_seconds"] * 1e3).round(2),
+        "roofline, predicted / measured": table["roofline_ratio"].round(2),
         "in sample, predicted / measured": table["in_sample_ratio"].round(2),
         "out of sample (ms)": (table["out_of_sample_seconds"] * 1e3).round(2),
         "out of sample, predicted / measured": table["out_of_sample_ratio"].round(2),
