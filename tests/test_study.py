@@ -427,7 +427,7 @@ def test_parameters_are_read_with_the_python_parser(tmp_path):
 
 
 def test_the_estimate_comes_from_the_last_fresh_run(executed_project):
-    runs = durations.read_durations("smoke")[durations.machine_id()]["01_tiny"]  # stores nothing: fresh
+    runs = durations.read_durations("smoke")[durations.machine_id("smoke")]["01_tiny"]  # nothing stored
     assert runs["fresh"] == runs["last"] and runs["last"]["reused"] == 0
     entries = [{"event": "reused", "kind": "step_timing"}, {"event": "measured", "kind": "training"}]
     durations.record_duration("smoke", "01_tiny", 999.0, entries)  # a resumed run: reused a record
@@ -485,7 +485,8 @@ def test_a_chapter_executes_from_another_machines_records_measuring_nothing(reco
     assert metadata["executed_on"] == hardware.fingerprint()
     assert metadata["measured_between"] == [record["measured_at"]] * 2
     assert len(list((root / "data" / "results" / "gpu" / "records").glob("*.json"))) == 1  # none added
-    assert "01_reader" not in durations.read_durations("gpu").get(durations.machine_id(), {})  # nothing timed
+    timed = durations.read_durations("gpu").get(durations.machine_id("gpu"), {})
+    assert "01_reader" not in timed  # nothing timed
     manifest = coverage.manifest_path("gpu", machine, "01_reader")
     assert json.loads(manifest.read_text())["records"] == [{"kind": "demo", "config": record["config"]}]
 
@@ -508,3 +509,17 @@ def test_a_gpu_plan_without_a_gpu_asks_for_the_machine_to_plan_for(capsys):
     assert 'no GPU is visible here: describe the machine to plan for, e.g. --gpu-name "NVIDIA H100 80GB' in (
         capsys.readouterr().err
     )
+
+
+def test_a_chapter_stays_current_across_a_kernel_update(project, monkeypatch):
+    # The chapter fingerprint names the machine as the results store does (issue 40, item 3): a new
+    # kernel release or a few KiB of memory more is the same machine, whose records the store reuses.
+    chapter = study.plan("smoke")[0]
+    ResultStore("smoke").measure({"kind": "step_timing"}, lambda: {"seconds": 1})  # the machine is stored
+    before, run_id = chapter.fingerprint(), durations.machine_id("smoke")
+    booted = {**hardware.fingerprint(), "platform": "Linux 9.9.9-another-build x86_64"}
+    monkeypatch.setattr(durations, "fingerprint", lambda: booted)
+    assert durations.machine_id("smoke") == run_id and chapter.fingerprint() == before
+    other = {**booted, "cpu_model": "another CPU"}
+    monkeypatch.setattr(durations, "fingerprint", lambda: other)
+    assert durations.machine_id("smoke") != run_id and chapter.fingerprint() != before

@@ -13,12 +13,15 @@ from pathlib import Path
 
 from helpers.hardware import fingerprint
 from helpers.paths import results_dir
-from helpers.results import now, read_json, short_hash, write_json_atomically
+from helpers.results import now, read_json, short_hash, stored_machine_id, write_json_atomically
 
 
-def machine_id() -> str:
-    """The provenance id of this machine (the hash of its hardware fingerprint)."""
-    return short_hash(fingerprint())
+def machine_id(profile: str) -> str:
+    """This machine's provenance id in the results run ``profile``: the id its store reuses records under
+    (``results.stored_machine_id``: the same machine after a reboot or a kernel update), else the hash of
+    its fingerprint, as the store would name it."""
+    hardware = fingerprint()
+    return stored_machine_id(results_dir() / profile, hardware) or short_hash(hardware)
 
 
 def durations_path(profile: str) -> Path:
@@ -50,7 +53,7 @@ def record_duration(profile: str, chapter: str, seconds: float, entries: list[di
         "finished_at": now(),
     }
     durations = read_durations(profile)
-    entry = durations.setdefault(machine_id(), {}).setdefault(chapter, {})
+    entry = durations.setdefault(machine_id(profile), {}).setdefault(chapter, {})
     entry["last"] = run
     if run["reused"] == 0:
         entry["fresh"] = run
@@ -61,7 +64,7 @@ def record_duration(profile: str, chapter: str, seconds: float, entries: list[di
 def estimate_seconds(profile: str, chapters: list[str]) -> tuple[float | None, bool]:
     """Seconds the ``chapters`` took when last measured fresh on this machine, and whether every one of
     them has such a run (otherwise the last runs' durations fill in, and the estimate is a lower bound)."""
-    known = read_durations(profile).get(machine_id(), {})
+    known = read_durations(profile).get(machine_id(profile), {})
     total, fresh = 0.0, True
     for name in chapters:
         runs = known.get(name, {})

@@ -133,7 +133,8 @@ class Chapter:
         for name, folder in sorted(arguments.items()):  # other runs it reads: e.g. gpu_results_run
             if name.endswith("_results_run") and folder:
                 digest.update(records_digest(folder, None, all_machines=True).encode())
-        machine = f"records of {self.records_of}" if self.records_of else machine_id()
+        run = arguments.get("results_run", "")
+        machine = f"records of {self.records_of}" if self.records_of else machine_id(run)
         digest.update(f"{code_version(notebook_helpers(self.source))} {machine}".encode())
         return digest.hexdigest()[:16]
 
