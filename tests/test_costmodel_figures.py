@@ -88,3 +88,17 @@ def test_loss_fits_and_step_time_validation_per_method():
     figure = figures.plot_predicted_against_measured(validated, "per method", HARDWARE)
     assert [axis.get_title() for axis in figure.axes] == ["x", "y"] and fits_the_column(figure)
     assert figure.axes[0].containers[0].lines[0].get_ydata()[0] == 1.2
+
+
+def test_the_step_model_check_draws_each_models_ratios_and_band():
+    from test_costmodel_validate import hand_table
+
+    table = hand_table()
+    figure = figures.plot_step_model_check(table, HARDWARE)
+    assert [axis.get_title() for axis in figure.axes[:2]] == ["A held out", "B held out"]
+    assert fits_the_column(figure) and HARDWARE in title(figure)
+    lines = {line.get_label(): line for line in figure.axes[1].lines}
+    assert list(lines["step model, out of sample"].get_ydata()) == [1.5, 1.5, 1.5]
+    assert list(lines["roofline (chapter 5)"].get_ydata()) == [0.2, 0.2, 0.2]
+    band = figure.axes[1].collections[0].get_paths()[0].vertices[:, 1]  # band_low..band_high over measured
+    assert band.min() == pytest.approx(0.8) and band.max() == pytest.approx(1.6)

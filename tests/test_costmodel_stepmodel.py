@@ -31,14 +31,15 @@ def test_a_step_is_issued_op_by_op_and_priced_by_hand():
     name = tiny()
     # batch 10: each product kernel does 2e7 FLOPs (forward's one, backward's two of 4e7), so it runs at
     # 2e7 / (2e7 + 2e7) = half the peak: 4e-5 s, far above its bytes (5e-8 s); the 4 loss ops take the
-    # least kernel time, 1e-6 s; SGD moves 12 B x 1,000 / 1e11 = 1.2e-7 s, below its 2 kernels' 2e-6 s
+    # least kernel time, 1e-6 s; SGD's 2 kernels each move half of 12 B x 1,000 / 1e11 = 1.2e-7 s, below
+    # the least kernel time, and each is issued after half the optimizer's 3e-5 s of host time
     ops = stepmodel.kernel_seconds(name, 10, UNIT, inputs)
-    expected = [(1e-5, 4e-5)] + [(1e-5, 1e-6)] * 4 + [(1e-5, 4e-5)] * 2 + [(3e-5, 2e-6)]
+    expected = [(1e-5, 4e-5)] + [(1e-5, 1e-6)] * 4 + [(1e-5, 4e-5)] * 2 + [(1.5e-5, 1e-6)] * 2
     assert [value for op in ops for value in op] == pytest.approx([value for op in expected for value in op])
     assert stepmodel.layer_ops(name) == 1 + 4 + 2
     # host: 1e-5 per op, issued at 1, 2, ..., 7 e-5 s, the optimizer at 1.0e-4; device: the forward
     # kernel ends at 5e-5, the loss's at 5.4e-5, backward's start when issued (6e-5) and end at 1.0e-4
-    # and 1.4e-4, the optimizer's at 1.42e-4
+    # and 1.4e-4, the optimizer's (issued at 8.5e-5 and 1.0e-4) at 1.41e-4 and 1.42e-4
     step = stepmodel.predict_step(name, 10, UNIT, inputs)
     assert step["step_seconds"] == pytest.approx(1.42e-4) and step["host_seconds"] == pytest.approx(1.0e-4)
     assert step["device_seconds"] == pytest.approx(4e-5 + 4e-6 + 8e-5 + 2e-6)
@@ -47,7 +48,7 @@ def test_a_step_is_issued_op_by_op_and_priced_by_hand():
 def test_a_host_bound_step_is_its_host_and_a_device_bound_one_its_kernels():
     slow_host = stepmodel.StepInputs(1e-3, 1e-3, 1.0, 1.0, 1.0, 0.0)
     step = stepmodel.predict_step(tiny(), 10, UNIT, slow_host)
-    assert step["step_seconds"] == pytest.approx(8e-3 + 1.2e-7)  # every kernel waits for its op
+    assert step["step_seconds"] == pytest.approx(8e-3 + 6e-8)  # every kernel waits for its op
     assert slow_host.product_efficiency(1.0) == pytest.approx(0.5)
 
 

@@ -29,6 +29,7 @@ from helpers.phase_clock import PhaseClock
 from helpers.profiling import profile_step
 from helpers.results import ResultStore
 from helpers.train import WARMUP_STEPS, make_optimizer, pick_device, training_step
+from helpers.worker import set_tf32
 
 
 def synthetic_loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -129,6 +130,7 @@ def profile_steps(
     """``profiling.profile_step`` of a copy of ``model`` on random inputs of ``batch`` samples: each phase
     on the host's and the device's clocks, and every operator's host and device time under torch.profiler.
     What the host costs per operator, and the device per layer, is read from these (issue 35)."""
+    set_tf32(False)  # the study's float32, as chapter.start and every rank set it: what the models price
     target, arguments = step_arguments(model, input_shape, batch, optimizer, dtype, device, seed)
     return profile_step(arguments, target)
 
@@ -137,7 +139,7 @@ def stored_step_profile(
     store: ResultStore, spec: str, counted: Counted, batch: int, *, device: str = "cpu", seed: int = 0
 ) -> dict:
     """``profile_steps`` through the store, keyed like ``stored_step_timing``."""
-    config = step_config("advise_step_profile", spec, counted, batch, device=device, seed=seed)
+    config = step_config("advise_step_profile", spec, counted, batch, device=device, seed=seed, tf32=False)
     return store.measure(
         config,
         lambda: profile_steps(

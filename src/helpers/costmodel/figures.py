@@ -195,3 +195,37 @@ def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
     figure = titled(figure, "The seed's experiment, predicted with its band", hardware)
     _shared_legend(figure, axes[:1], columns=4)
     return figure
+
+
+def plot_step_model_check(table: pd.DataFrame, hardware: str, goal_batch: int = 32) -> plt.Figure:
+    """Predicted over measured step against batch, one panel per model (``validate.leave_one_out``): the
+    roofline at its central values, the step model in sample and out of sample with its band (shaded),
+    the line of a perfect prediction, the 0.8-1.25 goal (grey) and the batches below ``goal_batch``, which
+    the goals leave out (lighter)."""
+    models = list(dict.fromkeys(table["model"]))
+    figure, axes = panel_grid(len(models), columns=2, panel_height=2.6, sharex=True, sharey=True)
+    for axis, model in zip(axes, models, strict=True):
+        rows = table[table["model"] == model].sort_values("batch")
+        measured = rows["measured_seconds"]
+        axis.axhspan(0.8, 1.25, color="0.9", label="goal: 0.8–1.25×")
+        axis.axhline(1.0, color="black", linewidth=1)
+        axis.fill_between(rows["batch"], rows["band_low"] / measured, rows["band_high"] / measured, alpha=0.2,
+                          color="C2", label="out of sample: band")  # fmt: skip
+        axis.plot(rows["batch"], rows["roofline_ratio"], "s--", color="C3", label="roofline (chapter 5)")
+        axis.plot(rows["batch"], rows["in_sample_ratio"], "o:", color="C0", label="step model, in sample")
+        axis.plot(rows["batch"], rows["out_of_sample_ratio"], "o-", color="C2",
+                  label="step model, out of sample")  # fmt: skip
+        below = [batch for batch in rows["batch"] if batch < goal_batch]
+        if below:
+            axis.axvspan(min(below) / 1.2, max(below) * 1.2, color="0.95", zorder=0,
+                         label=f"batches below {goal_batch}, outside the goals")  # fmt: skip
+        plain_log_axes(axis, sorted(rows["batch"].unique()))
+        axis.tick_params(axis="x", labelrotation=0)
+        axis.set_yscale("log")
+        log_ticks(axis.yaxis)
+        axis.set(ylabel="predicted / measured", title=f"{model} held out")
+    for axis in axes[-2:]:
+        axis.set_xlabel("batch")
+    figure = titled(figure, "One training step on one GPU: predicted over measured", hardware)
+    _shared_legend(figure, axes)
+    return figure

@@ -1,16 +1,18 @@
 """A GPU training step with the host in it (issue 35): what the H200's profiles say the roofline misses.
 
 The roofline (``costmodel.gpus``) prices each kernel at a fixed fraction of peak and the host at an
-assumed 5-20 µs per op, and it prices fused Adam; measured on an H200, the host spends 35-100 µs per op,
-Adam is PyTorch's default foreach Adam, a product of a few million FLOPs reaches a small fraction of peak,
-and no kernel takes less than a few microseconds. This model keeps the roofline's layers (FLOPs, bytes and
-kernels of every layer, forward and backward, in issue order) and replaces what those profiles measured:
+assumed 5-20 µs per op, and it prices fused Adam; measured on an H200, the host spends tens of
+microseconds per counted op, Adam is PyTorch's default foreach Adam, and a product of a few million FLOPs
+reaches a small fraction of peak. This model keeps the roofline's layers (FLOPs, bytes and kernels of every
+layer, forward and backward, in issue order) and replaces what those profiles measured:
 
 - **host**: every layer op costs ``op_seconds`` of host time and the optimizer's step ``optimizer_seconds``
   (foreach Adam: eight list-wide ops whose host time grows with the number of tensors, not their size);
 - **device**: a product or convolution of F FLOPs per kernel runs at ``peak_fraction`` · F / (F +
   ``half_flops``) of the FP32 peak (small products use the GPU poorly, large ones approach a ceiling), any
-  kernel moves its bytes at ``memory`` of the peak bandwidth, and none is shorter than ``kernel_seconds``;
+  kernel moves its bytes at ``memory`` of the peak bandwidth, and each counted kernel takes at least
+  ``kernel_seconds`` (the count misses some kernels a layer launches, so this is a floor per counted
+  kernel, fitted, not the shortest kernel the GPU runs);
 - **optimizer**: foreach Adam's seven list-wide kernels make ``ADAM_PASSES["foreach"]`` passes of 4 bytes
   over every parameter (72 bytes), against fused Adam's 28.
 
@@ -68,8 +70,8 @@ def optimizer_pass(model_name: str) -> tuple[int, int]:
 def kernel_seconds(model_name: str, batch: int, gpu: GPU, inputs: StepInputs) -> list[tuple[float, float]]:
     """Every op of one step in issue order as (host seconds, device seconds): the forward layers, the
     loss, the backward layers (each layer's kernels share its FLOPs and bytes evenly; the loss's ops cost
-    the least kernel time), then the optimizer's step as one entry: its host time, then its kernels' passes
-    over the parameters."""
+    the least kernel time), then the optimizer's kernels, each issued after its share of the optimizer's
+    host time and making its share of the passes over the parameters."""
     forward, backward = gpus._issue_order(model_name)
     bandwidth = gpu.memory_bandwidth * inputs.memory
 
@@ -85,7 +87,7 @@ def kernel_seconds(model_name: str, batch: int, gpu: GPU, inputs: StepInputs) ->
     loss = [(inputs.op_seconds, inputs.kernel_seconds)] * gpus._optimizer(model_name)[2]
     bytes_per_parameter, kernels = optimizer_pass(model_name)
     update = bytes_per_parameter * gpus.parameters_of(model_name) / bandwidth
-    step = [(inputs.optimizer_seconds, max(update, kernels * inputs.kernel_seconds))]
+    step = [(inputs.optimizer_seconds / kernels, max(update / kernels, inputs.kernel_seconds))] * kernels
     return (
         [op for row in forward for op in layer(row)]
         + loss

@@ -27,12 +27,15 @@ import sys
 import pandas as pd
 import torch
 
+from helpers import stats
 from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
 from helpers.costmodel import gpus
 from helpers.costmodel.specs import GPUS, gpu_key
 from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
 from helpers.data import CLIP_SAMPLES
+from helpers.hardware import describe
+from helpers.paths import results_dir
 from helpers.results import ResultStore
 
 BOOK_MODELS = ("LinearNet", "ConvNet")
@@ -177,14 +180,21 @@ GOAL_RATIOS = (0.8, 1.25)
 
 def goal_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per model and over all (``leave_one_out`` rows at batches of ``GOAL_BATCH`` and more): the share of
-    out-of-sample ratios within ``GOAL_RATIOS``, the median absolute error (|ratio - 1|), the share of
-    bands holding the measured step and the median band width; in-sample's median error and the roofline's
-    (chapter 5's central values) beside them."""
+    out-of-sample ratios within ``GOAL_RATIOS``, the median absolute error (|ratio - 1|, the issue's goal),
+    the share of bands holding the measured step and the median band width; in-sample's and the roofline's
+    (chapter 5's central values) beside them; and each one's median fold error, exp(median |ln ratio|),
+    which weighs four times too fast as four times too slow (a percentage cannot pass 100 % below)."""
     shown = table[table["batch"] >= GOAL_BATCH]
+
+    def fold(ratios: pd.Series) -> float:
+        return float(math.exp(ratios.map(lambda r: abs(math.log(r))).median()))
 
     def summary(rows: pd.DataFrame) -> dict:
         ratio = rows["out_of_sample_ratio"]
         return {
+            "fold, roofline": fold(rows["roofline_ratio"]),
+            "fold, in sample": fold(rows["in_sample_ratio"]),
+            "fold, out of sample": fold(ratio),
             "points": len(rows),
             "within 0.8-1.25": float(ratio.between(*GOAL_RATIOS).mean()),
             "median error, out of sample": float((ratio - 1).abs().median()),
@@ -215,6 +225,116 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     }).set_index(["model", "batch"])  # fmt: skip
 
 
+def machine_validation(store: ResultStore, observed: pd.DataFrame) -> dict | None:
+    """``leave_one_out`` of the ``observed_steps`` rows of the machine whose records ``store`` reads, with
+    its ``goal_summary``, its GPU (``gpu``), its hardware as a title line (``hardware``) and the host time
+    per layer op its models show (``op_seconds``: lowest and highest over its rows); None where the
+    roofline knows no GPU of the machine or fewer than three models were profiled (two calibrate nothing
+    out of sample)."""
+    listed = store.hardware.get("gpus")
+    gpu = GPUS.get(gpu_key(listed[0]["name"]) or "") if listed else None
+    if gpu is None or observed["model"].nunique() < 3:
+        return None
+    table = leave_one_out(observed, gpu)
+    per_op = observed["layers_host_seconds"] / observed["model"].map(layer_ops)
+    return {"machine": store.provenance_id, "gpu": gpu, "hardware": describe(store.hardware),
+            "table": table, "summary": goal_summary(table),
+            "op_seconds": (float(per_op.min()), float(per_op.max()))}  # fmt: skip
+
+
+def profiled_machines(run: str = "gpu") -> dict[str, tuple[ResultStore, list[dict]]]:
+    """``{machine: (its store, its current profiles of the four models)}`` for every machine of the
+    results folder ``run`` that has any (each machine's own store: its identity, not this one's)."""
+    names = {c.name for c in counted_models().values()}  # registers the examples' costs
+    found = {}
+    for path in sorted((results_dir() / run / "provenance").glob("*.json")):
+        store = ResultStore(run, records_of=path.stem)
+        records = [r for r in store.records(PROFILE_KIND) if r["config"]["model"] in names]
+        if records:
+            found[path.stem] = (store, records)
+    return found
+
+
+def stored_validations(run: str = "gpu") -> list[dict]:
+    """``machine_validation`` of every machine of ``profiled_machines`` it can check (none: [])."""
+    checked = (machine_validation(store, observed_steps(profile_frame(records)))
+               for store, records in profiled_machines(run).values())  # fmt: skip
+    return [validation for validation in checked if validation is not None]
+
+
+def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
+    """``goal_summary`` as the chapter shows it, short columns (the prose says what they are): median fold
+    errors, shares and the median band width over the points at batches of ``GOAL_BATCH`` and more."""
+
+    def times(value: float) -> str:
+        return f"{value:.2f}×"
+
+    return pd.DataFrame({
+        "points": summary["points"].astype(int),
+        "roofline, off by": summary["fold, roofline"].map(times),
+        "in sample, off by": summary["fold, in sample"].map(times),
+        "out of sample, off by": summary["fold, out of sample"].map(times),
+        "share within 0.8–1.25×": summary["within 0.8-1.25"].map(percent),
+        "share its band holds": summary["inside band"].map(percent),
+        "band width": summary["median band width"].map("{:.1f}×".format),
+    }).rename_axis("model held out")  # fmt: skip
+
+
+NO_PROFILES = {
+    "step_model_check": "No GPU profiles of the four models are stored yet: run "
+    "python -m helpers.costmodel.validate --measure on a GPU machine to add them."
+}
+
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def percent(fraction: float) -> str:
+    """0.24 as "24 %", the book's way."""
+    return f"{fraction * 100:.0f} %"
+
+
+def validation_sentences(validation: dict) -> dict[str, str]:
+    """What a ``machine_validation`` says, for chapter 5's prose, ratios first (a percentage of a step
+    predicted four times too fast saturates near -100 %): ``step_model_check``. A model missed out of
+    sample and by more than 1.5 times in sample too is one the model's form cannot fit; the prose says
+    which, from the errors, and no cause beyond them."""
+    summary, table = validation["summary"], validation["table"]
+    shown = table[table["batch"] >= GOAL_BATCH]
+    every = summary.loc["all"]
+    models = len(summary) - 1  # its last row is "all"
+    others = "model" if models == 2 else f"{NUMBER_WORDS.get(models - 1, models - 1)} models"
+    every_model = "both" if models == 2 else f"all {NUMBER_WORDS.get(models, models)}"
+    within = int(shown["out_of_sample_ratio"].between(*GOAL_RATIOS).sum())
+    inside = int(shown["inside_band"].sum())
+    error = summary["median error, out of sample"]
+    text = (
+        f"On the H200 the study measured, at batches of {GOAL_BATCH} and more, the roofline's central step "
+        f"is a median {shown['roofline_ratio'].median():.2f}× the measured one, off by a median factor of "
+        f"{every['fold, roofline']:.1f}. The step model, calibrated on the other {others}, predicts a median "
+        f"{shown['out_of_sample_ratio'].median():.2f}×, off by a median factor of "
+        f"{every['fold, out of sample']:.2f} ({every['fold, in sample']:.2f} calibrated on {every_model}; "
+        f"a median error of {percent(every['median error, out of sample'])}); {within} of {len(shown)} "
+        f"points fall within 0.8–1.25×, and its bands, ranges over the calibration models' host times and "
+        f"device fits rather than confidence intervals, hold the measured step at {inside} of them at a "
+        f"median width of {every['median band width']:.1f}×."
+    )
+    good = [m for m in error.index[:-1] if error[m] <= 0.15]
+    text += (
+        f" Its median error is within 15 % for {stats.listed(good)}."
+        if good
+        else " Its median error is above 15 % for every model."
+    )
+    unfit = [m for m in error.index[:-1] if summary.loc[m, "fold, in sample"] > 1.5]
+    for model in unfit:
+        text += (
+            f" {model} is off by a factor of {summary.loc[model, 'fold, in sample']:.2f} even calibrated on "
+            f"{every_model}: one efficiency curve for every product and one host time per op cannot fit it "
+            "and the others at once."
+        )
+    return {"step_model_check": text}
+
+
 def arguments(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m helpers.costmodel.validate", description=__doc__)
     parser.add_argument("--measure", action="store_true", help="profile the four models here first")
@@ -223,13 +343,6 @@ def arguments(argv=None) -> argparse.Namespace:
     parser.add_argument("--results-run", help="folder of data/results (default: gpu)")
     parser.add_argument("--time-limit", type=float, default=600, help="seconds the profiling may take")
     return parser.parse_args(argv)
-
-
-def machine_gpu(store: ResultStore, machine: str):
-    """The datasheet GPU of a machine whose records the store holds, or None where none is known."""
-    listed = ResultStore(store.folder.name, root=store.folder.parent, records_of=machine).hardware.get("gpus")
-    key = gpu_key(listed[0]["name"]) if listed else None
-    return GPUS.get(key) if key else None
 
 
 def main(argv=None) -> int:
@@ -241,30 +354,24 @@ def main(argv=None) -> int:
         return 2
     device = "cuda" if torch.cuda.is_available() else "cpu"
     run = args.results_run or "gpu"
-    store = ResultStore(run)
-    models = counted_models()  # registers the examples' costs under their counted names
     if args.measure:
-        measure.profile_sweep(store, models, batches, device=device, repeats=args.repeats,
-                              time_limit_seconds=args.time_limit)  # fmt: skip
-    current, names = store.code_version(PROFILE_KIND), {c.name for c in models.values()}
-    records = [r for r in store.records(PROFILE_KIND, all_machines=True)
-               if r["code_version"] == current and r["config"]["model"] in names]  # fmt: skip
-    if not records:
+        measure.profile_sweep(ResultStore(run), counted_models(), batches, device=device,
+                              repeats=args.repeats, time_limit_seconds=args.time_limit)  # fmt: skip
+    machines = profiled_machines(run)
+    if not machines:
         print(f"validate: error: data/results/{run} holds no {PROFILE_KIND} records of the current code "
               "and models: run with --measure on a GPU machine", file=sys.stderr)  # fmt: skip
         return 2
-    observed = observed_steps(profile_frame(records))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        for machine, rows in observed.groupby("machine"):
-            gpu = machine_gpu(store, machine)
-            if gpu is None or rows["model"].nunique() < 3:
+        for machine, (store, records) in machines.items():
+            validation = machine_validation(store, observed_steps(profile_frame(records)))
+            if validation is None:
                 print(f"machine {machine}: no GPU the roofline knows, or fewer than three models: skipped")
                 continue
-            table = leave_one_out(rows, gpu)
-            print(f"machine {machine} ({gpu.name}): leave one model out, step per batch\n")
-            print(table_view(table).to_string())
+            print(f"machine {machine} ({validation['gpu'].name}): leave one model out, step per batch\n")
+            print(table_view(validation["table"]).to_string())
             print(f"\ngoals (batches of {GOAL_BATCH} and more):\n")
-            print(goal_summary(table).round(2).to_string())
+            print(validation["summary"].round(2).to_string())
     return 0
 
 
