@@ -112,3 +112,13 @@ def test_validate_launches_real_ddp_on_two_gloo_ranks_and_compares(in_a_project)
     )
     launches = store.records("advise_validation")
     assert len(launches) == 1 and launches[0]["config"]["world_size"] == 2
+
+
+def test_a_gpu_the_study_profiled_the_model_on_is_priced_from_those_steps(capsys):
+    assert cli.main(["helpers.advise.examples:wave_transformer", "--input-shape", "1,12000", "--batch", "64",
+                     "--gpus", "1,8"]) == 0  # fmt: skip
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():  # each machine's first row: the DDP table's
+        rows.setdefault(line.split("  ")[0], line)
+    assert rows["AWS p5en.48xlarge"].rstrip().endswith("measured")  # eight H200s: the H200's profiles
+    assert rows["AWS p5.48xlarge"].rstrip().endswith("roofline")  # eight H100s: never profiled

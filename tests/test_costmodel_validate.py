@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from helpers.advise import measure
+from helpers.advise import counting, measure
+from helpers.advise.examples import EXAMPLES
 from helpers.costmodel import validate
 from helpers.costmodel.specs import GPUS
 from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
@@ -170,3 +171,15 @@ def test_the_chapter_reads_the_check_as_ratios_first():
     view = validate.summary_view(validation["summary"])
     assert view.loc["B", "out of sample, off by"] == "1.50×" and view.loc["all", "points"] == 4
     assert view.loc["A", "share within 0.8–1.25×"] == "100 %"
+
+
+def test_advise_prices_a_gpu_the_study_profiled_the_model_on_from_those_steps():
+    (wave,) = validate.counted_models(["WaveTransformer"]).values()
+    computes = validate.stored_gpu_computes(wave)
+    assert list(computes) == [(wave.name, "H200 SXM 141 GB")]
+    assert set(computes[(wave.name, "H200 SXM 141 GB")]) == {"low", "central", "high"}
+    renamed = counting.count(counting.load_model(EXAMPLES["WaveTransformer"]), (1, 12000), label="mine")
+    assert list(validate.stored_gpu_computes(renamed)) == [(renamed.name, "H200 SXM 141 GB")]  # same costs
+    bf16 = counting.count(counting.load_model(EXAMPLES["WaveTransformer"]), (1, 12000), "bf16", label="b")
+    assert validate.stored_gpu_computes(bf16) == {}  # profiled in float32 only
+    assert validate.costs_digest("LinearNet") == "LinearNet"

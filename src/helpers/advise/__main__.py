@@ -15,6 +15,7 @@ import time
 import torch
 
 from helpers.advise import counting, held_out, measure, predict, report, validate
+from helpers.costmodel import validate as validate_costs
 from helpers.models import MODELS
 from helpers.results import ResultStore
 
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
             shape = counting.parse_shape(args.input_shape or "1,12000")
             counted = counting.count(model, shape, args.dtype, args.optimizer, label=args.model)
         measured_steps = validation = None
-        computes = None
+        computes = validate_costs.stored_gpu_computes(counted) or None  # the study's GPU profiles of it
         if args.measure or args.validate:
             store = ResultStore(args.results_run)
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
             )
             measured_steps = measure.measure_steps(store, args.model, counted, batches, device=device,
                                                    time_limit_seconds=args.time_limit)  # fmt: skip
-            computes = measure.measured_computes(measured_steps)
+            computes = {**(computes or {}), **measure.measured_computes(measured_steps)} or None
         advice = predict.advise(counted, args.batch, gpu_counts, args.samples_per_epoch, computes)
         if args.validate:
             backend = "nccl" if device == "cuda" and torch.cuda.device_count() >= args.validate else "gloo"

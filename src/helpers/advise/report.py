@@ -184,7 +184,8 @@ def summary_lines(counted: Counted, advice: Advice) -> list[str]:
         "convolutions (counted by torch.utils.flop_counter)",
         f"Global batch {advice.global_batch}; an epoch of {advice.samples:,} samples "
         f"({epoch_words(advice)}), {math.ceil(advice.samples / advice.global_batch):,} steps. Figures are "
-        "PREDICTIONS (chapter 5's roofline), central (lowest–highest) over the uncertain inputs.",
+        "PREDICTIONS (chapter 5's roofline; a line through the study's single-GPU steps where the basis "
+        "says measured), central (lowest–highest) over the uncertain inputs.",
     ]
 
 

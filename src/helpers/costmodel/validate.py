@@ -30,7 +30,7 @@ import torch
 from helpers import stats
 from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
-from helpers.costmodel import gpus
+from helpers.costmodel import gpus, recommend
 from helpers.costmodel.specs import GPUS, gpu_key
 from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
 from helpers.data import CLIP_SAMPLES
@@ -287,6 +287,40 @@ NO_PROFILES = {
 
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def costs_digest(name: str) -> str:
+    """The digest of a counted model's costs in its name ("WaveTransformer [f7b43c15]"), or the name of
+    one of the book's models (counted by hand, no digest)."""
+    return name.split(" [")[-1].rstrip("]")
+
+
+def stored_gpu_computes(counted: counting.Counted, run: str = "gpu") -> dict:
+    """Measured lines (``recommend.measured_computes``) through this model's profiled single-GPU steps on
+    every GPU the roofline knows whose profiles ``run`` holds: the study's own measurements of a model it
+    profiled (chapter 7's, the book's) replace the roofline for that GPU in ``advise``, as ``--measure``
+    does on the machine it runs on. Matched by the digest of its counted costs (whatever it is called),
+    dtype and optimizer; {} where none is stored."""
+    rows = []
+    for store, records in profiled_machines(run).values():
+        listed = store.hardware.get("gpus")
+        key = gpu_key(listed[0]["name"]) if listed else None
+        if key not in GPUS:
+            continue
+        for record in records:
+            config = record["config"]
+            if (costs_digest(config["model"]), config["dtype"], config["optimizer"]) != (
+                costs_digest(counted.name), counted.dtype, counted.optimizer,
+            ):  # fmt: skip
+                continue
+            steps = sorted(record["result"]["step_seconds_all"])
+            rows.append({"model": counted.name, "gpu": key, "batch": config["batch_size"],
+                         "step": steps[(len(steps) - 1) // 2]})  # fmt: skip
+    if not rows:
+        return {}
+    grouped = pd.DataFrame(rows).groupby(["model", "gpu", "batch"])["step"]
+    frame = grouped.agg(step_seconds="median", step_min="min", step_max="max").reset_index()
+    return recommend.measured_computes(frame)
 
 
 def percent(fraction: float) -> str:
