@@ -89,7 +89,7 @@ def test_a_small_resolved_difference_in_the_answer_is_said_to_be_below_what_matt
 def test_lightning_s_table_note_and_title_as_chapter_3_shows_them():
     frameworks = {
         "note": "Compared at 1 rank(s), 3 launches each. Skipped 4 rank(s): Lightning runs one rank per GPU: "
-        "4 ranks per node asked for, 1 GPU(s) usable.",
+        "4 ranks per node asked for, 1 GPU usable.",
         "ranks": 1,
         "table": pd.DataFrame(
             {"model": ["LinearNet"], "framework": ["by hand"], "step time (s)": ["0.00537"]}
@@ -98,7 +98,7 @@ def test_lightning_s_table_note_and_title_as_chapter_3_shows_them():
     # the chapter's own words in the singular or plural; the launcher's reason it quotes as it is
     assert ddp_compare.framework_note(frameworks) == (
         "Compared at 1 rank, 3 launches each. Skipped 4 ranks: Lightning runs one rank per GPU: 4 ranks per "
-        "node asked for, 1 GPU(s) usable."
+        "node asked for, 1 GPU usable."
     )
     assert ddp_compare.framework_title("gloo", frameworks) == "DDP (gloo, 1 rank): by hand, Lightning"
     once = {**frameworks, "note": "Compared at 2 rank(s), 1 launches each."}

@@ -102,9 +102,9 @@ def check_launch(
         gpus = visible if config.get("gpus") is None else min(config["gpus"], visible)
         if world_size // nodes > gpus:
             raise ValueError(
-                f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, {gpus} "
-                "GPU(s) usable (the hand-written helpers.ddp worker can share GPUs with gloo; Lightning "
-                "cannot)"
+                f"Lightning runs one rank per GPU: {world_size // nodes} ranks per node asked for, "
+                f"{counted(gpus, 'GPU')} usable (the hand-written helpers.ddp worker can share GPUs with "
+                "gloo; Lightning cannot)"
             )
         if nodes > 1:
             raise ValueError(
