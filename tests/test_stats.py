@@ -83,3 +83,7 @@ def test_an_interval_over_three_launches_a_side_is_named_the_range_it_is():
     base, new = [[2.0], [2.1], [1.9]], [[1.0], [1.1], [0.9]]
     found = stats.launch_speedup(base, new)
     assert (found["low"], found["high"]) == pytest.approx((1.9 / 1.1, 2.1 / 0.9))
+
+
+def test_a_share_is_written_in_whole_per_cent():
+    assert stats.whole_percent(0.2874) == "29 %" and stats.whole_percent(1.0) == "100 %"

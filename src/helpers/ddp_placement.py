@@ -230,7 +230,7 @@ def _why_not_compared(
         if reason.startswith("NCCL only moves CUDA tensors"):
             has = "this machine has no GPU" if where.gpus == 0 else "this run uses CPU tensors"
             return f"NCCL needs CUDA tensors and {has}, so every run here is {names}"
-        return f"NCCL cannot start here ({reason.split(' (')[0]}), so every run here is {names}"
+        return f"NCCL cannot start here ({without_advice(reason)}), so every run here is {names}"
     if "nccl" not in backends:
         return f"NCCL was not among the backends this run was asked to compare, so every run here is {names}"
     most = _one_or(max(can), "rank")

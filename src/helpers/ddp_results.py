@@ -19,7 +19,7 @@ from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, bench
 from helpers.collectives.tables import beyond_the_fit
 from helpers.data import SPLIT_SIZES, take
 from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, significant
-from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural
+from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural, whole_percent
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
 
@@ -540,11 +540,6 @@ def fit_source(records: list[dict], fit: dict, backend: str, device: str) -> str
     )
 
 
-def _whole_percent(share: float) -> str:
-    """A share in whole per cent as chapter 3 writes it: ``29 %``."""
-    return f"{share * 100:.0f} %"
-
-
 def fit_reach(
     records: list[dict], fit: dict, backend: str, device: str, ranks: int, cores: int | None = None
 ) -> str:
@@ -582,14 +577,14 @@ def fit_reach(
     )
     if read["verdict"] == link_reading.CARRIES:
         own = (
-            f", a miss within the fit's own error on two ranks ({_whole_percent(fit_error)})"
+            f", a miss within the fit's own error on two ranks ({whole_percent(fit_error)})"
             if read["reason"] == "within the fit's own error"
             else ""
         )
         if read["within"] <= MATTERS:
             return f"{applied}; {took}{own}, so it carries over."
         return (
-            f"{applied}; {took}{own}, so it carries over to within about {_whole_percent(read['within'])}; "
+            f"{applied}; {took}{own}, so it carries over to within about {whole_percent(read['within'])}; "
             "the α-β figures here are estimates to that accuracy."
         )
     why = {

@@ -124,6 +124,11 @@ def listed(items) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
+def whole_percent(share: float) -> str:
+    """A share in whole per cent as the book writes it: ``29 %``."""
+    return f"{share * 100:.0f} %"
+
+
 def plural(count: int, noun: str) -> str:
     """``noun`` as ``count`` of it are called: launch, launches; round, rounds."""
     return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")

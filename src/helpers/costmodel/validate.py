@@ -55,6 +55,18 @@ def counted_models(names=(*BOOK_MODELS, *EXAMPLES)) -> dict[str, counting.Counte
     return found
 
 
+def run_step(record: dict) -> float:
+    """A profiled run's step: the median of its unprofiled steps (the lower of two middle ones)."""
+    steps = sorted(record["result"]["step_seconds_all"])
+    return steps[(len(steps) - 1) // 2]
+
+
+def datasheet_gpu(hardware: dict) -> str | None:
+    """The key in ``specs.GPUS``'s naming of a machine's first GPU (``specs.gpu_key``); None without one."""
+    listed = hardware.get("gpus")
+    return gpu_key(listed[0]["name"]) if listed else None
+
+
 def profile_frame(records: list[dict]) -> pd.DataFrame:
     """One row per profiled run: machine, model (its counted name), batch, seed, the unprofiled step's
     median (device clock on a GPU, host otherwise), the host's issue time of the layers (forward and
@@ -62,14 +74,13 @@ def profile_frame(records: list[dict]) -> pd.DataFrame:
     rows = []
     for record in records:
         config, result = record["config"], record["result"]
-        steps = sorted(result["step_seconds_all"])
         host = {phase["phase"]: phase["host_seconds"] for phase in result["phases"]}
         rows.append({
             "machine": record["provenance_id"],
             "model": config["model"],
             "batch": config["batch_size"],
             "seed": config["seed"],
-            "step_seconds": steps[(len(steps) - 1) // 2],
+            "step_seconds": run_step(record),
             "layers_host_seconds": host["forward"] + host["backward"],
             "optimizer_host_seconds": host["optimizer"],
             "kernel_seconds": result["device_seconds"] or 0.0,
@@ -187,7 +198,7 @@ def goal_summary(table: pd.DataFrame) -> pd.DataFrame:
     shown = table[table["batch"] >= GOAL_BATCH]
 
     def fold(ratios: pd.Series) -> float:
-        return float(math.exp(ratios.map(lambda r: abs(math.log(r))).median()))
+        return float(math.exp(ratios.map(lambda ratio: log_error(ratio, 1.0)).median()))
 
     def summary(rows: pd.DataFrame) -> dict:
         ratio = rows["out_of_sample_ratio"]
@@ -231,8 +242,7 @@ def machine_validation(store: ResultStore, observed: pd.DataFrame) -> dict | Non
     per layer op its models show (``op_seconds``: lowest and highest over its rows); None where the
     roofline knows no GPU of the machine or fewer than three models were profiled (two calibrate nothing
     out of sample)."""
-    listed = store.hardware.get("gpus")
-    gpu = GPUS.get(gpu_key(listed[0]["name"]) or "") if listed else None
+    gpu = GPUS.get(datasheet_gpu(store.hardware) or "")
     if gpu is None or observed["model"].nunique() < 3:
         return None
     table = leave_one_out(observed, gpu)
@@ -274,8 +284,8 @@ def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
         "roofline, off by": summary["fold, roofline"].map(times),
         "in sample, off by": summary["fold, in sample"].map(times),
         "out of sample, off by": summary["fold, out of sample"].map(times),
-        "share within 0.8–1.25×": summary["within 0.8-1.25"].map(percent),
-        "share its band holds": summary["inside band"].map(percent),
+        "share within 0.8–1.25×": summary["within 0.8-1.25"].map(stats.whole_percent),
+        "share its band holds": summary["inside band"].map(stats.whole_percent),
         "band width": summary["median band width"].map("{:.1f}×".format),
     }).rename_axis("model held out")  # fmt: skip
 
@@ -303,8 +313,7 @@ def stored_gpu_computes(counted: counting.Counted, run: str = "gpu") -> dict:
     dtype and optimizer; {} where none is stored."""
     rows = []
     for store, records in profiled_machines(run).values():
-        listed = store.hardware.get("gpus")
-        key = gpu_key(listed[0]["name"]) if listed else None
+        key = datasheet_gpu(store.hardware)
         if key not in GPUS:
             continue
         for record in records:
@@ -313,19 +322,13 @@ def stored_gpu_computes(counted: counting.Counted, run: str = "gpu") -> dict:
                 costs_digest(counted.name), counted.dtype, counted.optimizer,
             ):  # fmt: skip
                 continue
-            steps = sorted(record["result"]["step_seconds_all"])
             rows.append({"model": counted.name, "gpu": key, "batch": config["batch_size"],
-                         "step": steps[(len(steps) - 1) // 2]})  # fmt: skip
+                         "step": run_step(record)})  # fmt: skip
     if not rows:
         return {}
     grouped = pd.DataFrame(rows).groupby(["model", "gpu", "batch"])["step"]
     frame = grouped.agg(step_seconds="median", step_min="min", step_max="max").reset_index()
     return recommend.measured_computes(frame)
-
-
-def percent(fraction: float) -> str:
-    """0.24 as "24 %", the book's way."""
-    return f"{fraction * 100:.0f} %"
 
 
 def validation_sentences(validation: dict) -> dict[str, str]:
@@ -348,10 +351,10 @@ def validation_sentences(validation: dict) -> dict[str, str]:
         f"{every['fold, roofline']:.1f}. The step model, calibrated on the other {others}, predicts a median "
         f"{shown['out_of_sample_ratio'].median():.2f}×, off by a median factor of "
         f"{every['fold, out of sample']:.2f} ({every['fold, in sample']:.2f} calibrated on {every_model}; "
-        f"a median error of {percent(every['median error, out of sample'])}); {within} of {len(shown)} "
-        f"points fall within 0.8–1.25×, and its bands, ranges over the calibration models' host times and "
-        f"device fits rather than confidence intervals, hold the measured step at {inside} of them at a "
-        f"median width of {every['median band width']:.1f}×."
+        f"a median error of {stats.whole_percent(every['median error, out of sample'])}); {within} of "
+        f"{len(shown)} points fall within 0.8–1.25×, and its bands, ranges over the calibration models' "
+        f"host times and device fits rather than confidence intervals, hold the measured step at {inside} "
+        f"of them at a median width of {every['median band width']:.1f}×."
     )
     good = [m for m in error.index[:-1] if error[m] <= 0.15]
     text += (
