@@ -228,27 +228,41 @@ def measure_steps(
 def time_model(
     store: ResultStore, steps: pd.DataFrame, parameters: int, backend: str = "gloo", device: str = "cpu"
 ) -> timemodel.TimeModel:
-    """This machine's time model for the measured model: its compute lines (``timemodel.fit_compute``
-    across runs), the all-reduce's α and β on two ranks of ``backend``, a copy's speed (DataParallel's),
-    the optimizer's measured seconds per parameter at each thread count, and where ranks run: NCCL ranks
-    each on their own GPU (with the GPU-to-GPU copy measured), Gloo ranks sharing this machine's first
-    device."""
+    """This machine's time model for the measured model (``steps_time_model``), with the all-reduce's α and
+    β on two ranks of ``backend`` and a copy's speed (DataParallel's) measured through the store where
+    missing; NCCL ranks each on their own GPU (with the GPU-to-GPU copy measured), Gloo ranks sharing this
+    machine's first device."""
     link = timemodel.stored_all_reduce_alpha_beta(store, backend, device)
     one = "cuda:0" if device == "cuda" else "cpu"
-    copy_record = stored_copy_calibration(store, device=one)
+    copy = stored_copy_calibration(store, device=one)["result"]
     devices = gpu_count() if device == "cuda" and backend == "nccl" else 1
-    peer = stored_copy_calibration(store, device="cuda:0", to="cuda:1") if devices > 1 else None
+    peer = stored_copy_calibration(store, device="cuda:0", to="cuda:1")["result"] if devices > 1 else None
+    return steps_time_model(steps, parameters, link, copy, device, devices, peer)
+
+
+def steps_time_model(
+    steps: pd.DataFrame,
+    parameters: int,
+    link: dict,
+    copy: dict,
+    device: str = "cpu",
+    devices: int = 1,
+    peer: dict | None = None,
+) -> timemodel.TimeModel:
+    """The time model of a measured model: its compute lines (``timemodel.fit_compute`` across runs), the
+    optimizer's measured seconds per parameter at each thread count, the all-reduce's ``link`` (α, β), a
+    copy's speed on one device and, with ``devices`` > 1, from one GPU to another (``peer``)."""
     optimizer = (steps.groupby("threads")["optimizer_seconds"].median() / parameters).to_dict()
     return timemodel.TimeModel(
         compute=timemodel.fit_compute(steps),
         alpha_seconds=link["alpha_seconds"],
         seconds_per_byte=link["seconds_per_byte"],
-        copy_seconds_per_byte=copy_record["result"]["seconds_per_byte"],
+        copy_seconds_per_byte=copy["seconds_per_byte"],
         optimizer_seconds_per_parameter=optimizer,
         cores=usable_cores(),
         device_type=device,
         devices=devices,
-        peer_copy_seconds_per_byte=peer["result"]["seconds_per_byte"] if peer else None,
+        peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
     )
 
 

@@ -333,7 +333,9 @@ def predict_step(
       device doing its m ranks' work, c_all(m·b/k) + (m − 1)·a_all (each rank repeats the fixed weight
       passes and the optimizer step). On a CPU the second wins whenever memory bandwidth, not the core
       count, limits a step: two 1-thread ranks stream LinearNet's weights and Adam state at the same
-      time through one memory system.
+      time through one memory system. Gloo ranks sharing one GPU take the same turns, host issue
+      included: ``costmodel.sharing`` checks this against ranks that share only the device, on the
+      H200's records, and the measurements sit nearer turns.
     - ``ddp_overlap``: forward + ``overlapped_all_reduce_finish`` (bucketed all-reduce running behind
       backward) + optimizer.
     """
@@ -443,7 +445,7 @@ def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", devi
         return all_reduce_alpha_beta(store.records("collective_benchmark"), backend, device)
 
 
-def _copy_record(records: list[dict], device: str, to: str) -> dict:
+def copy_record(records: list[dict], device: str, to: str) -> dict:
     """The newest copy calibration from ``device`` to ``to``; ValueError naming it when there is none."""
     found = [
         r for r in records
@@ -487,8 +489,8 @@ def time_model_from_records(
         raise ValueError(f"no single-device step timings of {list(models)} on {target} among the records")
     compute = fit_compute(timings)
     link = all_reduce_alpha_beta(records, backend, device_type)
-    copy = _copy_record(records, target, target)
-    peer = _copy_record(records, "cuda:0", "cuda:1") if devices > 1 else None
+    copy = copy_record(records, target, target)
+    peer = copy_record(records, "cuda:0", "cuda:1") if devices > 1 else None
     optimizer = fit_optimizer_seconds_per_parameter(
         [r for r in records if r["kind"] == "dataparallel_timing" and r["config"]["devices"] == [target]]
     )

@@ -409,6 +409,12 @@ def main(argv=None) -> int:
             print(table_view(validation["table"]).to_string())
             print(f"\ngoals (batches of {GOAL_BATCH} and more):\n")
             print(validation["summary"].round(2).to_string())
+        from helpers.costmodel import sharing  # it builds on this module: imported where it is used
+
+        for store, check in sharing.stored_checks(run):
+            print(f"\nmachine {store.provenance_id}: Gloo ranks sharing its one GPU, two rules\n")
+            print(sharing.check_view(check).to_string())
+            print("\n" + sharing.check_sentence(check))
     return 0
 
 
