@@ -29,7 +29,7 @@ book: setup  ## HTML book from the executed chapters of edition $(EDITION) (auto
 test: setup  ## lint, unit tests, and nbval over the notebooks' committed smoke outputs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PYTHON) -m pytest tests notebooks --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PYTHON) -m pytest tests notebooks --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15
 
 lint: setup  ## fix what ruff can fix
 	$(VENV)/bin/ruff check --fix .

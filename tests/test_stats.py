@@ -68,7 +68,10 @@ def test_an_interval_wholly_below_one_never_prints_as_touching_it():
     """Chapter 3's ConvNet against DataParallel: slower, its interval ends at 0.997, which two decimals
     would print as 1.00, against the book's rule that a verdict needs the interval on one side of 1."""
     near = {"verdict": "slower", "speedup": 0.978, "low": 0.962, "high": 0.997, "launches": (3, 3)}
-    assert stats.describe_speedup(near, unit="round") == "slower, 0.978× (0.962–0.997×, 3 rounds each)"
+    assert (
+        stats.describe_speedup(near, unit="round")
+        == "slower by under 10 %, 0.978× (0.962–0.997×, 3 rounds each)"
+    )
     unresolved = {**near, "verdict": "not resolved", "high": 1.004}
     assert (
         stats.describe_speedup(unresolved, unit="round") == "not resolved, 0.98× (0.96–1.00×, 3 rounds each)"
@@ -87,3 +90,14 @@ def test_an_interval_over_three_launches_a_side_is_named_the_range_it_is():
 
 def test_a_share_is_written_in_whole_per_cent():
     assert stats.whole_percent(0.2874) == "29 %" and stats.whole_percent(1.0) == "100 %"
+
+
+def test_a_difference_on_one_side_of_one_but_inside_what_matters_says_both():
+    """Chapter 6's LinearNet weak scaling, 0.95–0.97×: wholly below 1 (slower) and inside ±10 % of 1."""
+    small = {"verdict": "slower", "speedup": 0.96, "low": 0.95, "high": 0.97, "launches": None}
+    assert stats.describe_speedup(small) == "slower by under 10 %, 0.96× (0.95–0.97×)"
+    edge = {**small, "low": 1 / 1.1 - 1e-9}  # just outside ±10 %: a difference that may matter
+    assert stats.describe_speedup(edge).startswith("slower, 0.96×")
+    faster = {"verdict": "faster", "speedup": 1.02, "low": 1.01, "high": 1.05, "launches": None}
+    assert stats.describe_speedup(faster).startswith("faster by under 10 %, 1.02×")
+    assert stats.verdict(0.95, 0.97) == "slower" and stats.verdict(0.95, 1.05) == "no measurable difference"

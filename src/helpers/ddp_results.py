@@ -19,7 +19,7 @@ from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, bench
 from helpers.collectives.tables import beyond_the_fit
 from helpers.data import SPLIT_SIZES, take
 from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, significant
-from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural, whole_percent
+from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural, whole_percent, within_matters
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
 
@@ -33,23 +33,17 @@ BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
 
 
 def below_matters(change: dict) -> bool:
-    """A resolved verdict ("faster" or "slower") whose whole interval lies within ±``stats.MATTERS`` of 1:
-    a difference the launches resolve, but smaller than one that matters here."""
-    return (
-        change["verdict"] in ("faster", "slower")
-        and change["low"] >= 1 / (1 + MATTERS)
-        and change["high"] <= 1 + MATTERS
-    )
+    """A resolved verdict ("faster" or "slower") whose whole interval lies within ±``stats.MATTERS`` of 1
+    (``stats.within_matters``): a difference the launches resolve, but smaller than one that matters."""
+    return change["verdict"] in ("faster", "slower") and within_matters(change["low"], change["high"])
 
 
 def describe_change(change: dict, unit: str = "launch") -> str:
-    """``stats.describe_speedup`` for a sentence, with what a resolved difference inside ±``stats.MATTERS``
-    amounts to: ``faster, 1.02× (1.01–1.03×, 3 launches each), a 2 % difference, below the 10 % that
-    matters here``."""
+    """``stats.describe_speedup`` for a sentence, with the size of a resolved difference inside
+    ±``stats.MATTERS``: ``faster by under 10 %, 1.02× (1.01–1.03×, 3 launches each), a 2 % difference``."""
     said = describe_speedup(change, unit=unit)
     if below_matters(change):
-        size = abs(change["speedup"] - 1) * 100
-        said += f", a {significant(size, 1)} % difference, below the {MATTERS * 100:.0f} % that matters here"
+        said += f", a {significant(abs(change['speedup'] - 1) * 100, 1)} % difference"
     return said
 
 

@@ -11,9 +11,11 @@ A speed-up of A over B is the ratio of their medians. Its interval comes from th
   of medians. Steps of one launch share its start-up, its placement on the cores and its neighbours, so
   they cannot stand for another launch; at least ``MIN_LAUNCHES`` per side are needed for a verdict.
 
-A verdict is "faster" or "slower" only when the whole interval lies above or below 1; "no measurable
-difference" only when the interval also lies inside ±``MATTERS`` of 1, close enough to exclude a
-difference that matters; any other interval is "not resolved": the measurement cannot tell.
+The side of 1 decides first: a verdict is "faster" or "slower" whenever the whole interval lies above or
+below 1, and its text adds "by under 10 %" where the interval also lies inside ±``MATTERS`` of 1
+(measurable, but smaller than a difference that matters here: ``within_matters``); "no measurable
+difference" when the interval contains 1 and lies inside ±``MATTERS``, close enough to exclude a difference
+that matters; any other interval is "not resolved": the measurement cannot tell.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def spread(values) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), float(q1), float(q3), len(values))
 
 
+def within_matters(low: float, high: float, matters: float = MATTERS) -> bool:
+    """Whether an interval of speed-ups lies inside ±``matters`` of 1 (1/(1 + matters) to 1 + matters)."""
+    return low >= 1 / (1 + matters) and high <= 1 + matters
+
+
 def verdict(low: float, high: float, matters: float = MATTERS) -> str:
     """What an interval of speed-ups says: "faster" (all above 1), "slower" (all below), "no measurable
     difference" (straddles 1, inside ±``matters``), else "not resolved"."""
@@ -68,7 +75,7 @@ def verdict(low: float, high: float, matters: float = MATTERS) -> str:
         return VERDICTS[0]
     if high < 1:
         return VERDICTS[1]
-    if low >= 1 / (1 + matters) and high <= 1 + matters:
+    if within_matters(low, high, matters):
         return VERDICTS[2]
     return VERDICTS[3]
 
@@ -136,8 +143,9 @@ def plural(count: int, noun: str) -> str:
 
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
-    (0.74–1.90×, 3 launches each)``; one phrase, no nested parentheses, to sit in a sentence. ``unit`` names
-    what was repeated, in the singular (an independent launch, a round of measurements). An interval wholly
+    (0.74–1.90×, 3 launches each)``, ``slower by under 10 %, 0.96× (0.95–0.97×)``; one phrase, no nested
+    parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular (an independent
+    launch, a round of measurements). An interval wholly
     on one side of 1 gets the decimals it needs not to print as touching 1 (0.962–0.997×, not 0.96–1.00×)."""
     if result["verdict"] in ("faster", "slower"):
         while digits < 4 and any(
@@ -154,4 +162,7 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str
             else f"{launches[0]} and {launches[1]} {plural(launches[1], unit)}"
         )
         interval += f", {counted}"
-    return f"{result['verdict']}, {result['speedup']:.{digits}f}× ({interval})"
+    said = result["verdict"]
+    if said in ("faster", "slower") and within_matters(result["low"], result["high"]):
+        said += f" by under {MATTERS * 100:.0f} %"  # measurable, and smaller than what matters here
+    return f"{said}, {result['speedup']:.{digits}f}× ({interval})"
