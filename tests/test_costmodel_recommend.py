@@ -4,6 +4,7 @@ two conditions on the per-GPU batch, time to a result, and the checks against th
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -176,9 +177,11 @@ def test_steps_to_a_target_and_the_time_to_it(tmp_path):
             store.measure(config, lambda c=count, b=batch: {"steps": c, "samples": c * b, "history": []})
     relation = recommend.steps_relation(store.records())["LinearNet"]
     assert relation["rule"] == "linear" and relation["largest_batch"] == 128  # fewer steps at batch 128
-    frame = recommend.scenario_predictions(("LinearNet",), ("AWS p5.4xlarge",), (100, 2700, 4000))
+    frame = recommend.scenario_predictions(("LinearNet",), ("AWS p5.4xlarge",), (100, 128, 2700, 4000))
     timed = recommend.time_to_result(frame, relation)
-    assert timed["global_batch"].max() == 2700  # no batch beyond the training set
+    assert set(timed["global_batch"]) == {100, 128}  # no batch beyond the relation's measured range
+    wide = recommend.time_to_result(frame, relation, cap=10_000)
+    assert wide["global_batch"].max() == 2700  # nor, asked for more, beyond the training set
     row = timed[timed["scenario"] == "central"].iloc[0]
     steps = relation["s_min"] + relation["e_min"] / row["global_batch"]
     assert row["seconds_to_target"] == pytest.approx(steps * row["step_seconds"])
@@ -186,6 +189,35 @@ def test_steps_to_a_target_and_the_time_to_it(tmp_path):
     best = recommend.fastest_batches(recommend.result_band(timed))
     assert len(best) == 1 and best.iloc[0]["seconds_to_target_low"] <= best.iloc[0]["seconds_to_target"]
     assert recommend.steps_relation([]) == {}
+
+
+def test_the_time_to_a_result_carries_the_seeds_spread(tmp_path):
+    """Two seeds: 70/40/30 and 90/50/30 steps at batches 8/32/128 (median 80/45/30). S(B) = S_min + E_min/B
+    on (1/B, S) by least squares, fitted to the fewest, the median and the most steps over seeds."""
+    store = ResultStore("smoke", root=tmp_path, hardware={"cpu_model": "x", "usable_cores": 2}, code="v")
+    for seed, steps in ((0, {8: 70, 32: 40, 128: 30}), (1, {8: 90, 32: 50, 128: 30})):
+        for batch, count in steps.items():
+            config = {"kind": "steps_to_target", "model": "LinearNet", "train_samples": 200, "rule": "fixed",
+                      "global_batch": batch, "lr": 1e-3, "seed": seed, "target_loss": 2.2}  # fmt: skip
+            store.measure(config, lambda c=count, b=batch: {"steps": c, "samples": c * b, "history": []})
+    relation = recommend.steps_relation(store.records())["LinearNet"]
+    inverse = np.array([1 / 8, 1 / 32, 1 / 128])
+    for case, steps in (("fewest", [70, 40, 30]), ("most", [90, 50, 30])):
+        slope, intercept = np.polyfit(inverse, steps, 1)
+        assert relation["envelope"][case]["e_min"] == pytest.approx(slope)
+        assert relation["envelope"][case]["s_min"] == pytest.approx(intercept)
+    frame = recommend.scenario_predictions(("LinearNet",), ("AWS p5.4xlarge",), (100,))
+    timed = recommend.time_to_result(frame, relation)
+    assert len(timed) == 3 * len(frame)  # every scenario at the median fit and at each seed envelope
+    central = timed[timed["scenario"] == "central"].iloc[0]
+    fewest = timed[timed["scenario"] == "central, fewest steps"].iloc[0]
+    fit = relation["envelope"]["fewest"]
+    assert fewest["seconds_to_target"] == pytest.approx(
+        (fit["s_min"] + fit["e_min"] / 100) * central["step_seconds"]
+    )
+    band = recommend.result_band(timed).iloc[0]
+    assert band["seconds_to_target_low"] <= fewest["seconds_to_target"] < central["seconds_to_target"]
+    assert band["seconds_to_target"] == central["seconds_to_target"]
 
 
 def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatch):

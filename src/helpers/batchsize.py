@@ -259,6 +259,20 @@ def critical_fits(table: pd.DataFrame) -> dict[str, dict]:
     return fits
 
 
+def seed_envelope_fits(table: pd.DataFrame, rule) -> dict[str, dict]:
+    """``fit_critical_batch`` of one learning-rate rule on the fewest and on the most steps over seeds at
+    each batch every seed took to the target (``{"fewest": fit, "most": fit}``): how far the relation moves
+    with the seed, the spread its predictions carry. Empty with fewer than three such batches."""
+    rows = table[table["rule"] == rule]
+    complete = rows.groupby("global_batch")["steps"].agg(["min", "max", lambda s: s.notna().all()])
+    complete = complete[complete.iloc[:, 2].astype(bool)]
+    if len(complete) < 3:
+        return {}
+    batches = complete.index.to_numpy()
+    return {"fewest": fit_critical_batch(batches, complete["min"].to_numpy()),
+            "most": fit_critical_batch(batches, complete["max"].to_numpy())}  # fmt: skip
+
+
 def fit_position(b_crit: float, batches) -> str:
     """Where a fitted critical batch lies against the measured batches, in words for the chapter."""
     low, high = min(batches), max(batches)

@@ -424,9 +424,11 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
         texts.append(
             f"For `{name}` it found S_min = {r['s_min']:.3g} steps and a knee B_knee = {r['b_crit']:.3g} "
             f"with the {r['rule']} learning-rate rule (training loss {r['target_loss']} on "
-            f"{r['train_samples']} clips, global batches {r['smallest_batch']}–{r['largest_batch']}); "
-            f"above {r['largest_batch']} the relation is an extrapolation, and it was measured on another "
-            "task than a 2,700-clip epoch, so the times below are its consequence, not a measurement."
+            f"{r['train_samples']} clips, global batches {r['smallest_batch']}–{r['largest_batch']}). "
+            f"Above {r['largest_batch']} the relation would be an extrapolation, so the times below stop "
+            "there, and their band spans the relation fitted to the fewest and to the most steps over "
+            "seeds as well as the step's inputs; it was measured on another task than a 2,700-clip epoch, "
+            "so they are its consequence, not a measurement."
         )
         timed = time_to_result(per_scenario[per_scenario["model"] == name], r)
         top = fastest_batches(result_band(timed)).iloc[0]

@@ -441,17 +441,28 @@ def steps_relation(records: list[dict]) -> dict[str, dict]:
         if fits:
             rule, fit = min(fits.items(), key=lambda item: item[1]["s_min"] + item[1]["e_min"] / largest)
             found[model] = {**fit, "rule": rule, "largest_batch": largest,
+                            "envelope": batchsize.seed_envelope_fits(table, rule),
                             "smallest_batch": int(table["global_batch"].min()),
                             "train_samples": mine[0]["config"]["train_samples"],
                             "target_loss": mine[0]["config"]["target_loss"]}  # fmt: skip
     return found
 
 
-def time_to_result(per_scenario: pd.DataFrame, relation: dict, cap: int = TRAIN_CLIPS) -> pd.DataFrame:
-    """Seconds and dollars to chapter 6's target: S(B) steps of each predicted step, for every global
-    batch up to ``cap`` clips, per scenario (``relation`` from ``steps_relation``)."""
-    frame = per_scenario[per_scenario["global_batch"] <= cap].copy()
-    frame["steps_to_target"] = relation["s_min"] + relation["e_min"] / frame["global_batch"]
+def time_to_result(per_scenario: pd.DataFrame, relation: dict, cap: int | None = None) -> pd.DataFrame:
+    """Seconds and dollars to chapter 6's target: S(B) steps of each predicted step, per scenario, for every
+    global batch up to ``cap`` (default: the largest batch chapter 6 measured the relation at, and never
+    beyond the training set): past it S(B) would be an extrapolation shown as a result. Beside each
+    scenario's row at the fitted S(B), the same scenario at the S(B) fitted to the fewest and to the most
+    steps over seeds (``relation["envelope"]``; scenario "<scenario>, fewest steps" and "…, most steps"),
+    so that ``result_band`` spans the seeds' spread as well as the step's inputs."""
+    cap = min(TRAIN_CLIPS, relation["largest_batch"] if cap is None else cap)
+    frame = per_scenario[per_scenario["global_batch"] <= cap]
+    variants = [(frame.copy(), relation)]
+    for case, fit in relation.get("envelope", {}).items():
+        variants.append((frame.assign(scenario=frame["scenario"] + f", {case} steps"), fit))
+    for rows, fit in variants:
+        rows["steps_to_target"] = fit["s_min"] + fit["e_min"] / rows["global_batch"]
+    frame = pd.concat([rows for rows, _ in variants], ignore_index=True)
     frame["seconds_to_target"] = frame["steps_to_target"] * frame["step_seconds"]
     hourly = {name: configs.configuration(name).hourly_price for name in frame["machine"].unique()}
     rate = frame["machine"].map(lambda name: float(hourly[name]) if hourly[name] is not None else np.nan)
