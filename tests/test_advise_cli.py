@@ -61,6 +61,8 @@ def test_the_command_advises_on_a_model_in_a_file_and_writes_its_json(in_a_proje
          "an epoch of 8 samples is smaller than the global batch of 16"),
         (["ConvNet", "--batch", "4096", "--gpus", "1,8"],
          "a global batch of 4096 is larger than the default epoch, FSDD's training split of 2,700 clips"),
+        (["ConvNet", "--batch", "16", "--hour-value", "-1"],
+         "--hour-value needs dollars of zero or more, not -1"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_nothing_runs(in_a_project, capsys, arguments, message):
@@ -122,3 +124,14 @@ def test_a_gpu_the_study_profiled_the_model_on_is_priced_from_those_steps(capsys
         rows.setdefault(line.split("  ")[0], line)
     assert rows["AWS p5en.48xlarge"].rstrip().endswith("measured")  # eight H200s: the H200's profiles
     assert rows["AWS p5.48xlarge"].rstrip().endswith("roofline")  # eight H100s: never profiled
+
+
+def test_the_value_of_an_hour_adds_each_machine_s_total_cost(capsys):
+    """Issue 37, 1: --hour-value prices the renter's waiting; a batch that splits over no count: a note."""
+    assert cli.main(["ConvNet", "--batch", "96", "--gpus", "1,8", "--hour-value", "1"]) == 0
+    printed = capsys.readouterr().out
+    section = printed.split("What waiting costs")[1]
+    assert "cheaper in total above ($ an hour)" in section and "at $1 an hour" in section
+    assert "AWS p5.48xlarge" in section and "AWS p4d.24xlarge" not in section  # no one-GPU A100 offer
+    assert cli.main(["ConvNet", "--batch", "100", "--gpus", "1,8"]) == 0  # 100 does not split over 8
+    assert "none: no multi-GPU machine is priced at this batch" in capsys.readouterr().out

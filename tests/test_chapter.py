@@ -24,6 +24,7 @@ def test_the_parameters_are_the_plain_data_globals():
         ("stale_model", "ResNet", "stale_model = 'ResNet' is not one of LinearNet, ConvNet"),
         ("hourly_price_per_device", "-1", "is not a positive price"),
         ("backends", ["mpi"], "is not a list of 'gloo' and 'nccl'"),
+        ("hour_value", -5, "hour_value = -5 is not dollars an hour, a number ≥ 0"),
         ("colour", "blue", "parameter 'colour' has no check"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -139,3 +140,21 @@ def test_an_epoch_measured_on_fewer_clips_is_scaled_by_its_steps():
     # chapter 3 timed 8 steps of 50 on 400 clips; the full split takes 54: 6.75 times as long
     assert money.scale_epoch("10", measured_samples=400, samples=2700, batch=50) == Fraction(135, 2)
     assert money.scale_epoch(3, measured_samples=100, samples=101, batch=50) == Fraction(9, 2)
+
+
+def test_the_value_of_an_hour_at_which_more_gpus_cost_less_in_total():
+    """Issue 37's example: 20 ConvNet epochs cost 0.0179 dollars over 9.34 s on one H100 and 0.0190 over
+    1.25 s on eight: eight cost less in total above 0.0011 / (8.09 / 3600) dollars an hour (about 0.49)."""
+    hour = Fraction(3600)
+    value = money.break_even_hour_value(
+        Fraction("0.0190"), Fraction("1.25") / hour, Fraction("0.0179"), Fraction("9.34") / hour
+    )
+    assert value == Fraction("0.0011") * 3600 / Fraction("8.09")
+    assert money.break_even_hour_value(1, 1, 2, 3) == 0  # cheaper and faster: at any value
+    assert money.break_even_hour_value(3, 3, 2, 3) == math.inf  # as slow and dearer: at none
+    assert money.break_even_hour_value(1, 4, 2, 3) == math.inf  # slower, cheaper: dearer once time counts
+    # the verdict over a band of break-evens: no dearer exactly where the value reaches the break-even
+    assert money.hour_value_verdict(1, 0.4, 1) == "no dearer in total whatever the inputs"
+    assert money.hour_value_verdict(0.39, 0.4, 1) == "dearer in total whatever the inputs"
+    assert money.hour_value_verdict(0.5, 0.4, 1) == "depends on the inputs"
+    assert money.hour_value_verdict(1e9, 0.4, math.inf) == "depends on the inputs"

@@ -1,5 +1,7 @@
 """helpers.costmodel.prose: chapter 5's sentences follow from its tables, verdicts as they hold."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -225,3 +227,22 @@ def test_the_price_per_gpu_premium_is_said_per_machine_from_the_price_table():
         "AWS p4d.24xlarge, AWS p4de.24xlarge and AWS p5en.48xlarge have no one-GPU offer of their GPU to "
         "compare with."
     )
+
+
+def test_the_value_of_an_hour_in_words_with_its_band():
+    columns = ["model", "machine", "gpus", "cost_multiplier", "hour_value_break_even",
+               "hour_value_break_even_low", "hour_value_break_even_high"]  # fmt: skip
+    rows = [
+        ("ConvNet", "m8", 8, 1.06, 0.516, 0.376, 9.97),
+        ("LinearNet", "m8", 8, 11.7, math.inf, 1487.0, math.inf),
+        ("ConvNet", "m1", 1, 1.0, math.nan, math.nan, math.nan),
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    said = prose.hour_value_sentence(frame, "m8")["hour_value_answer"]
+    assert said == (
+        "Counting what waiting costs too (machine dollars + hours × the value of an hour), the 8 GPUs of "
+        "m8 cost less per result than its one-GPU offer for `ConvNet` once an hour of waiting is worth "
+        "more than 0.52 dollars (0.38–10 dollars over the inputs); for `LinearNet`, no faster at the "
+        "central inputs, never (at best from 1,500 dollars an hour)."
+    )
+    assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]

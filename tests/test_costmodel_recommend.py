@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers.costmodel import configurations as configs
 from helpers.costmodel import gpus, recommend, specs, tables
 from helpers.costmodel.timemodel import ComputeLine
 from helpers.dataparallel import SAMPLE_BYTES
@@ -316,7 +317,8 @@ def summary_of(speedups: list[float], multipliers: list[float], min_speedup: flo
     labels = ["central", "per-op host overhead: low", "per-op host overhead: high"]
     rows = [{"model": "M", "machine": "m", "gpu": "g", "gpus": 8, "link": "l", "method": "ddp_overlap",
              "global_batch": 100, "basis": "roofline", "scenario": label, "per_gpu_batch": 13, "speedup": s,
-             "cost_multiplier": c, "step_seconds": 1.0, "epoch_seconds": 1.0, "dollars_per_run": 1.0}
+             "cost_multiplier": c, "step_seconds": 1.0, "epoch_seconds": 1.0, "dollars_per_run": 1.0,
+             "hour_value_break_even": 1.0}
             for label, s, c in zip(labels, speedups, multipliers, strict=True)]  # fmt: skip
     return recommend.summarize(pd.DataFrame(rows), min_speedup).iloc[0].to_dict()
 
@@ -358,3 +360,19 @@ def test_a_measured_speedup_pairs_the_ends_of_the_spread():
     assert ends["high"]["single_gpu_step_seconds"] == pytest.approx(1e-3)
     assert rows.loc["central", "single_gpu_step_seconds"] == pytest.approx(2e-3)
     assert ends["low"]["speedup"] > rows.loc["central", "speedup"] > ends["high"]["speedup"]
+
+
+def test_each_scenario_s_break_even_hour_is_the_price_arithmetic():
+    """(D_k − D_1)/(T_1 − T_k) with D = price × T and S = T_1/T_k is (P_k − S·P_1)/(S − 1), P in dollars an
+    hour: eight H100s (p5.48xlarge) against one (p5.4xlarge), every scenario of the inputs."""
+    frame = recommend.scenario_predictions(("ConvNet",), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (100,))
+    eight = frame[frame["gpus"] == 8]
+    p8 = float(configs.configuration("AWS p5.48xlarge").hourly_price)
+    p1 = float(configs.configuration("AWS p5.4xlarge").hourly_price)
+    s = eight["speedup"]
+    assert (s > 1).all()
+    assert eight["hour_value_break_even"].to_numpy() == pytest.approx(((p8 - s * p1) / (s - 1)).to_numpy())
+    assert frame.loc[frame["gpus"] == 1, "hour_value_break_even"].isna().all()
+    shown = tables.renter_table(recommend.summarize(frame), 0)
+    assert list(shown.columns) == ["speed-up (×)", "dollars (×)", "cheaper in total above ($ an hour)"]
+    assert "at $2 an hour" in tables.renter_table(recommend.summarize(frame), 2).columns

@@ -96,6 +96,7 @@ RULES: list[tuple[str, Callable, str]] = [
     (".*adjustment", _adjustment, "a fraction between −1 and 1, as a string"),
     (".*(accuracy|fraction)", lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
     (".*speedup", lambda v: _number(v) and v >= 1, "a number ≥ 1"),
+    ("hour_value", lambda v: _number(v) and v >= 0, "dollars an hour, a number ≥ 0"),
     (".*caps_mb", _list_of(lambda v: _number(v) and v > 0), "a list of positive sizes in MB"),
     (".*compressions", _list_of(lambda v: v in (None, "fp16", "bf16")), "a list of None, 'fp16', 'bf16'"),
     (".*lr", lambda v: _number(v) and v > 0, "a positive learning rate"),

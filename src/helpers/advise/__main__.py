@@ -36,6 +36,11 @@ def arguments(argv=None) -> argparse.Namespace:
         f"{predict.DEFAULT_EPOCH:,} clips)",
     )
     parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts to price, e.g. 1,4,8")
+    parser.add_argument(
+        "--hour-value",
+        type=float,
+        help="dollars an hour of waiting for a result is worth to you: adds each machine's total cost",
+    )
     parser.add_argument("--measure", action="store_true", help="time the model and the all-reduce here")
     parser.add_argument("--validate", type=int, metavar="K", help="run real DDP on K ranks here and compare")
     parser.add_argument("--launches", type=int, default=3, help="independent launches per --validate point")
@@ -54,6 +59,8 @@ def main(argv=None) -> int:
         model = counting.load_model(args.model)
         if args.input_shape is None and args.model not in MODELS:
             raise counting.AdviseError("--input-shape is needed for a model of your own (e.g. 3,224,224)")
+        if args.hour_value is not None and not args.hour_value >= 0:
+            raise counting.AdviseError(f"--hour-value needs dollars of zero or more, not {args.hour_value:g}")
         if args.validate is not None and args.validate < 1:
             raise counting.AdviseError(f"--validate needs a positive number of ranks, not {args.validate}")
         predict.check_batch(args.batch, gpu_counts)  # refused before the model is counted
@@ -87,7 +94,7 @@ def main(argv=None) -> int:
         print(f"advise: error: {error}", file=sys.stderr)
         return 2
     shown = measure.step_table(measured_steps) if measured_steps is not None else None
-    print(report.render(advice, shown))
+    print(report.render(advice, shown, args.hour_value))
     if validation is not None:
         print("\nDDP here, predicted (from the single-device measurements) against measured:")
         print(report.text_table(held_out.validation_view(validation)))

@@ -14,7 +14,7 @@ import pandas as pd
 from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
-from helpers.costmodel import figures, gpus, specs
+from helpers.costmodel import figures, gpus, specs, tables
 from helpers.results import write_json_atomically
 
 FASTER = "faster whatever the inputs"  # ``recommend.verdict``'s wording where the whole band is faster
@@ -124,6 +124,8 @@ def condition_view(advice: Advice) -> pd.DataFrame:
     else hidden from b*_hide but for its last bucket) and the per-GPU batch that outgrows the fixed cost,
     b*_floor."""
     c = advice.conditions
+    if c.empty:  # every multi-GPU count was left out (the batch does not split over it, or no machine)
+        return pd.DataFrame({"machine": ["none: no multi-GPU machine is priced at this batch"]})
 
     def whole(value) -> str:
         return "never" if math.isinf(value) else f"{int(value):,}"
@@ -196,8 +198,9 @@ def epoch_words(advice: Advice) -> str:
     return f"{advice.epoch_source}; --samples-per-epoch sets yours"
 
 
-def render(advice: Advice, measured: pd.DataFrame | None = None) -> str:
-    """The whole advice as terminal text."""
+def render(advice: Advice, measured: pd.DataFrame | None = None, hour_value: float | None = None) -> str:
+    """The whole advice as terminal text; with ``hour_value`` (dollars an hour of waiting is worth), what
+    each multi-GPU machine costs in total against its one-GPU offer (``tables.renter_table``)."""
     applies, faster = why_slower(advice)
     parts = [
         "\n".join(summary_lines(advice.counted, advice)),
@@ -216,6 +219,13 @@ def render(advice: Advice, measured: pd.DataFrame | None = None) -> str:
         )
         + (f"\n- left out, predicted faster whatever the inputs: {', '.join(faster)}" if faster else ""),
     ]
+    if hour_value is not None:
+        waiting = tables.renter_table(advice.machines, hour_value).reset_index().drop(columns="model")
+        parts.append(
+            "What waiting costs (machine dollars + hours × the value of an hour; a machine is cheaper in "
+            "total above its break-even, never where it is no faster):\n"
+            + (text_table(waiting) if len(waiting) else "- no multi-GPU machine here has a one-GPU offer")
+        )
     if measured is not None and len(measured):
         parts.append("Measured on this machine:\n" + text_table(measured))
     if advice.skipped:

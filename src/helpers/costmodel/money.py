@@ -159,6 +159,30 @@ def dollars_per_epoch(epoch_seconds, hourly_price) -> Fraction:
     return seconds * price / SECONDS_PER_HOUR
 
 
+def break_even_hour_value(dollars, hours, one_dollars, one_hours):
+    """What an hour of waiting must be worth (dollars per hour) for a run of ``dollars`` over ``hours`` to
+    cost less in total — machine dollars + hours × that value — than the one-GPU run of ``one_dollars``
+    over ``one_hours``: (D_k − D_1) / (T_1 − T_k), the value above which the faster run wins. 0 where it is
+    no dearer and no slower (cheaper whatever an hour is worth); ``math.inf`` where it is no faster (no
+    value of waiting makes a slower run the cheaper one). Exact for exact inputs."""
+    if dollars <= one_dollars and hours <= one_hours:
+        return 0
+    if hours >= one_hours:
+        return math.inf
+    return (dollars - one_dollars) / (one_hours - hours)
+
+
+def hour_value_verdict(hour_value, low, high) -> str:
+    """Whether runs whose break-even values of an hour span ``low``–``high`` (``break_even_hour_value`` over
+    the uncertain inputs) cost no more in total than one GPU for someone whose hour is worth ``hour_value``:
+    a run is no dearer in total exactly where the value reaches its break-even."""
+    if hour_value >= high:
+        return "no dearer in total whatever the inputs"
+    if hour_value < low:
+        return "dearer in total whatever the inputs"
+    return "depends on the inputs"
+
+
 # The seed paper's Table I: seconds per epoch and the hourly price of each setup (its own inputs).
 SEED_TABLE_ONE = (("K80", "87", "0.45"), ("2×K80", "55", "0.90"), ("P100", "48", "1.46"))
 

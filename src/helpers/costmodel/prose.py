@@ -8,6 +8,8 @@ them in a hidden cell (``helpers.chapter.glue_all``). A verdict is worded from t
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from helpers.costmodel import configurations as configs
@@ -26,7 +28,7 @@ from helpers.costmodel.recommend import (
 )
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
-from helpers.ddp import ddp_bucket_bytes
+from helpers.ddp import ddp_bucket_bytes, significant
 from helpers.stats import listed
 from helpers.train import counted
 
@@ -312,6 +314,35 @@ def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge"
         )
     texts["dollar_verdict"] = dollar_verdict(at_batch[at_batch["gpus"] > 1])
     return texts
+
+
+def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
+    """``hour_value_answer``: per model, what an hour of waiting must be worth for ``machine`` to cost less
+    in total per result than its one-GPU offer (``money.break_even_hour_value``), with its band."""
+    parts = []
+    mine = at_batch[(at_batch["machine"] == machine) & (at_batch["gpus"] > 1)]
+    for row in mine[mine["cost_multiplier"].notna()].itertuples():
+        central, low, high = (row.hour_value_break_even, row.hour_value_break_even_low,
+                              row.hour_value_break_even_high)  # fmt: skip
+        if math.isinf(low):
+            parts.append(f"for `{row.model}` never, whatever the inputs")
+        elif math.isinf(central):
+            parts.append(f"for `{row.model}`, no faster at the central inputs, never (at best from "
+                         f"{significant(low, 2)} dollars an hour)")  # fmt: skip
+        else:
+            band = (f"from {significant(low, 2)} dollars to never" if math.isinf(high)
+                    else f"{significant(low, 2)}–{significant(high, 2)} dollars")  # fmt: skip
+            parts.append(f"for `{row.model}` once an hour of waiting is worth more than "
+                         f"{significant(central, 2)} dollars ({band} over the inputs)")  # fmt: skip
+    if not parts:
+        return {"hour_value_answer": f"{machine} has no one-GPU offer to set its total cost against."}
+    gpus = int(at_batch.loc[at_batch["machine"] == machine, "gpus"].iloc[0])
+    return {
+        "hour_value_answer": "Counting what waiting costs too (machine dollars + hours × the value of an "
+        f"hour), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer "
+        + "; ".join(parts)
+        + "."
+    }
 
 
 def dollar_verdict(several: pd.DataFrame) -> str:

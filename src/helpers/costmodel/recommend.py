@@ -28,7 +28,7 @@ from helpers.costmodel.gpus import (
     layer_costs,
     roofline_step,
 )
-from helpers.costmodel.money import SECONDS_PER_HOUR
+from helpers.costmodel.money import SECONDS_PER_HOUR, break_even_hour_value
 from helpers.costmodel.specs import (
     CENTRAL,
     GPU,
@@ -299,9 +299,10 @@ def scenario_predictions(
     ``gpu_counts`` maps its name to other counts (the seed's sweep over 1-4 of its GPUs). Columns: the
     step and epoch seconds (⌈samples / batch⌉ steps), the one-GPU step of the same GPU in the same
     scenario and the speed-up over it, dollars per run of ``epochs`` epochs at the machine's hourly price
-    and, where a one-GPU offer of that GPU exists, its dollars and the cost multiplier. Where measured
-    lines replace the roofline, the one-GPU step of a scenario at one end of their spread is taken at the
-    other end (min–max pairing, as ``stats.speedup`` pairs timings).
+    and, where a one-GPU offer of that GPU exists, its dollars, the cost multiplier and what an hour of
+    waiting must be worth for this machine to cost less in total (``money.break_even_hour_value``). Where
+    measured lines replace the roofline, the one-GPU step of a scenario at one end of their spread is taken
+    at the other end (min–max pairing, as ``stats.speedup`` pairs timings).
     """
     rows = []
     for model in models:
@@ -334,6 +335,12 @@ def scenario_predictions(
                             float(price) * run_hours if price is not None and k == config.gpus else np.nan
                         )
                         one_dollars = float(one_price) * one_hours if one_price is not None else np.nan
+                        priced = k > 1 and not (math.isnan(dollars) or math.isnan(one_dollars))
+                        break_even = (
+                            break_even_hour_value(dollars, run_hours, one_dollars, one_hours)
+                            if priced
+                            else np.nan
+                        )
                         rows.append({"model": model, "machine": name, "gpu": config.gpu, "gpus": k,
                                      "link": config.link, "method": method, "global_batch": batch,
                                      "scenario": label, "basis": basis, **step,
@@ -341,11 +348,14 @@ def scenario_predictions(
                                      "epoch_seconds": step["step_seconds"] * steps,
                                      "speedup": single / step["step_seconds"],
                                      "dollars_per_run": dollars, "one_gpu_dollars_per_run": one_dollars,
-                                     "cost_multiplier": dollars / one_dollars})  # fmt: skip
+                                     "cost_multiplier": dollars / one_dollars,
+                                     "hour_value_break_even": break_even})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-BANDED = ("step_seconds", "epoch_seconds", "speedup", "dollars_per_run", "cost_multiplier")
+BANDED = (
+    "step_seconds", "epoch_seconds", "speedup", "dollars_per_run", "cost_multiplier", "hour_value_break_even",
+)  # fmt: skip
 
 
 def depends_on(rows: pd.DataFrame, column: str, threshold: float) -> list[str]:

@@ -51,6 +51,25 @@ def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def renter_table(summary: pd.DataFrame, hour_value: float) -> pd.DataFrame:
+    """Per multi-GPU machine with a one-GPU offer of its GPU: speed-up and dollars over that offer, what an
+    hour of waiting must be worth for it to cost less in total ("never" where it is no faster), and, for a
+    positive ``hour_value`` (dollars), the verdict for someone whose hour is worth that
+    (``money.hour_value_verdict``; at 0 it is the dollars' verdict of the prediction table)."""
+    priced = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
+    worth = banded(priced, "hour_value_break_even").str.replace("unbounded", "never")
+    verdicts = [
+        money.hour_value_verdict(hour_value, low, high)
+        for low, high in priced[["hour_value_break_even_low", "hour_value_break_even_high"]].to_numpy()
+    ]
+    shown = pd.DataFrame({
+        "model": priced["model"], "machine": priced["machine"],
+        "speed-up (×)": banded(priced, "speedup"), "dollars (×)": banded(priced, "cost_multiplier"),
+        "cheaper in total above ($ an hour)": worth, f"at ${hour_value:g} an hour": verdicts,
+    }).set_index(["model", "machine"])  # fmt: skip
+    return shown if hour_value else shown.iloc[:, :-1]  # at 0 the verdict is the dollars' own
+
+
 def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
     """``result_costs`` for reading: seconds and dollars as "central (lowest–highest)" where banded."""
     seconds = [
