@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from helpers import stats
-from helpers.costmodel import gpus, prose, seed, specs
+from helpers.costmodel import gpus, prose, recommend, seed, specs
 
 FASTER, SLOWER, DEARER = (
     "faster whatever the inputs",
@@ -240,9 +240,28 @@ def test_the_value_of_an_hour_in_words_with_its_band():
     frame = pd.DataFrame(rows, columns=columns)
     said = prose.hour_value_sentence(frame, "m8")["hour_value_answer"]
     assert said == (
-        "Counting what waiting costs too (machine dollars + hours × the value of an hour), the 8 GPUs of "
-        "m8 cost less per result than its one-GPU offer for `ConvNet` once an hour of waiting is worth "
-        "more than 0.52 dollars (0.38–10 dollars over the inputs); for `LinearNet`, no faster at the "
-        "central inputs, never (at best from 1,500 dollars an hour)."
+        "Counting your waiting too (machine dollars + hours × what an hour is worth to you), the 8 GPUs of "
+        "m8 cost less per result than its one-GPU offer for `ConvNet` once an hour is worth more than 0.516 "
+        "dollars (0.376–9.97 dollars over the inputs); for `LinearNet` never at the central inputs, where "
+        "it is no faster (only at the inputs' most favourable end, from 1,490 dollars an hour)."
     )
     assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]
+
+
+def test_the_soonest_machine_is_named_only_as_far_as_the_bands_allow():
+    relation = {"s_min": 6.59, "e_min": 6.59 * 627, "b_crit": 627, "rule": "linear", "target_loss": 2.2,
+                "train_samples": 2700, "smallest_batch": 8, "largest_batch": 256, "envelope": {}}  # fmt: skip
+    frame = recommend.scenario_predictions(
+        ("LinearNet",), ("AWS p5.4xlarge", "AWS p5.48xlarge"), (100, 200, 400)
+    )
+    said = prose.relation_sentences({"LinearNet": relation}, frame, ["LinearNet"])["time_to_result_note"]
+    assert "soonest at the central inputs on AWS p5.4xlarge at a global batch of 200" in said  # not 400
+    assert said.endswith("but its band overlaps that of AWS p5.48xlarge, so no machine is soonest whatever "
+                         "the inputs.")  # fmt: skip
+    assert "still falling" not in said  # 200 is below the relation's largest batch, 256
+    at_cap = prose.relation_sentences({"LinearNet": {**relation, "largest_batch": 200}}, frame, ["LinearNet"])
+    assert "at a global batch of 200: " in at_cap["time_to_result_note"]
+    assert (
+        ", the largest batch the relation covers, where the time is still falling"
+        in at_cap["time_to_result_note"]
+    )

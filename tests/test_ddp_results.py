@@ -45,7 +45,7 @@ def test_medians_of_launch_medians_and_a_comparison_across_launches():
     assert ddp_results.interval_note(5) == "(percentile method, 4,000 resamples of the launches)"
     # with three a side, a range that excludes 1 is an exact rank test: one side's 3 launches all faster
     # than the other's, 1 in C(6, 3) = 20 orders of six launches of the same speed
-    assert "(p = 1/20, one-sided), not a 95 % interval" in ddp_results.interval_test(3)
+    assert "(p = 1/10, two-sided), not a 95 % interval" in ddp_results.interval_test(3)
     assert "all 9 ratios" in ddp_results.interval_test(3) and ddp_results.interval_test(5) == ""
     with pytest.raises(ValueError, match="no launch of"):
         ddp_results.compare(runs, {"ranks": 1}, {"ranks": 4})

@@ -101,3 +101,9 @@ def test_a_difference_on_one_side_of_one_but_inside_what_matters_says_both():
     faster = {"verdict": "faster", "speedup": 1.02, "low": 1.01, "high": 1.05, "launches": None}
     assert stats.describe_speedup(faster).startswith("faster by under 10 %, 1.02×")
     assert stats.verdict(0.95, 0.97) == "slower" and stats.verdict(0.95, 1.05) == "no measurable difference"
+
+
+def test_a_verdict_in_a_table_says_what_its_sentence_says():
+    assert stats.verdict_words("slower", 0.95, 0.97) == "slower by under 10 %"
+    assert stats.verdict_words("slower", 0.5, 0.97) == "slower"
+    assert stats.verdict_words("not resolved", 0.95, 1.2) == "not resolved"

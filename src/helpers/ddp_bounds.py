@@ -204,7 +204,8 @@ def bound_summary(what: str, bound: dict) -> str:
     limits = f"it can move a step by {bound_limits(bound)}"
     if bound["saved_low"] > bound["most_saved"] or bound["saved_high"] < -bound["most_lost"]:
         return (
-            f"{what}: {describe_change(change)}; {measured}; {limits}, so that difference is not its doing."
+            f"{what}: {describe_change(change)}; {measured}; {limits}, so that difference is more than it "
+            "can explain."
         )
     if change["verdict"] in ("faster", "slower") and (
         saved > bound["most_saved"] or -saved > bound["most_lost"]
@@ -248,16 +249,19 @@ def bound_sentence(what: str, bound: dict, shared: str = "") -> str:
         )
     elif name and model_shorter and hook[1] >= hook[0] / (1 + MATTERS):
         moved = hook[1] / hook[0] - 1
-        how = (
-            f"{'lengthened' if moved > 0 else 'shortened'} the hook-timed all-reduce by only "
-            f"{abs(moved) * 100:.0f} % ({ms(abs(hook[0] - hook[1]))} ms)"
-            if abs(moved) >= 0.005
-            else "left the hook-timed all-reduce as it was"
-        )
-        sentences.append(
-            f"So {name} {how}, where its fewer bytes take {(1 - model[1] / model[0]) * 100:.0f} % off in the "
-            "model: here the conversions took most of what the bytes saved."
-        )
+        bytes_off = f"where its fewer bytes take {(1 - model[1] / model[0]) * 100:.0f} % off in the model"
+        if moved <= -0.005:
+            said = (f"shortened the hook-timed all-reduce by only {-moved * 100:.0f} % "
+                    f"({ms(hook[0] - hook[1])} ms), {bytes_off}: here the conversions took most of what the "
+                    "bytes saved")  # fmt: skip
+        elif moved >= 0.005:
+            said = (f"lengthened the hook-timed all-reduce by {moved * 100:.0f} % ({ms(hook[1] - hook[0])} "
+                    f"ms), {bytes_off}: here the conversions cost more than the bytes saved")  # fmt: skip
+        else:
+            said = (
+                f"left the hook-timed all-reduce as it was, {bytes_off}: the conversions took what they saved"
+            )
+        sentences.append(f"So {name} {said}.")
     for side, waits in enumerate(bound.get("waits", [False, False])):
         if waits:
             turns = " of the other ranks"

@@ -85,15 +85,17 @@ def interval_test(launches: int) -> str:
     a sentence: with three, the interval is the range of the 9 ratios of one side's launches to the
     other's (``interval_note``), so excluding 1 means every launch of one side beat every launch of the
     other. Under no difference the 6 launches' order is random and one given side takes the 3 fastest
-    places with probability 1/C(6, 3) = 1/20: an exact rank test (Mann-Whitney's U = 0) at p = 1/20
-    one-sided, not a 95 % interval. Empty for other counts, whose interval is the bootstrap's."""
+    places with probability 1/C(6, 3) = 1/20, either side 1/10: an exact rank test (Mann-Whitney's U = 0)
+    at p = 1/10 two-sided, since a verdict may go either way; not a 95 % interval. Empty for other counts,
+    whose interval is the bootstrap's."""
     if launches != 3:
         return ""
     return (
         "With three launches a side, an interval that excludes 1 has all 9 ratios of one side's launches to "
         "the other's on one side of 1: every launch of one configuration beat every launch of the other, "
-        "which two configurations of the same speed do in a given direction with probability 1/20. That is "
-        "an exact rank test (p = 1/20, one-sided), not a 95 % interval."
+        "which two configurations of the same speed do in a given direction with probability 1/20, and in "
+        "either direction, as a verdict may go, with probability 1/10. That is an exact rank test (p = "
+        "1/10, two-sided), not a 95 % interval."
     )
 
 

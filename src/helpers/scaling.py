@@ -38,7 +38,7 @@ from helpers.launch import launch
 from helpers.models import build_model
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
-from helpers.stats import describe_speedup, interval_label, launch_speedup
+from helpers.stats import describe_speedup, interval_label, interval_text, launch_speedup, verdict_words
 from helpers.train import Timer, check_positive, make_optimizer, to_device
 
 
@@ -94,11 +94,6 @@ def shared_launch_note(world_sizes, per_rank_batch: int, global_batch: int) -> s
     )
 
 
-def interval_text(low: float, high: float, digits: int = 2) -> str:
-    """An interval of speed-ups as a table shows it: ``0.74–1.90×``."""
-    return f"{low:.{digits}f}–{high:.{digits}f}×"
-
-
 def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     """Speed-up and efficiency, with their intervals, of (variation, DDP record) pairs.
 
@@ -140,10 +135,13 @@ def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
             "launches": table["launches"], "step time (s)": table["step_median"].round(3),
             "speed-up S(k)": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
-                interval_text(lo, hi)
-                for lo, hi in zip(table["speedup_low"], table["speedup_high"], strict=True)
+                interval_text(lo, hi, verdict)
+                for lo, hi, verdict in table[["speedup_low", "speedup_high", "verdict"]].to_numpy()
             ],
-            "efficiency E(k)": table["efficiency"].round(2), "verdict": table["verdict"],
+            "efficiency E(k)": table["efficiency"].round(2),
+            "verdict": [
+                verdict_words(*row) for row in table[["verdict", "speedup_low", "speedup_high"]].to_numpy()
+            ],
         }
     )  # fmt: skip
     return view.set_index(["model", "scaling", "ranks k"])
@@ -306,9 +304,9 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
             "accumulating step (s)": table["accumulation step s"].round(3),
             "its step (s)": table["candidate step s"].round(3), "speed-up": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
-                interval_text(lo, hi) for lo, hi in zip(table["low"], table["high"], strict=True)
+                interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()
             ],
-            "verdict": table["verdict"],
+            "verdict": [verdict_words(*row) for row in table[["verdict", "low", "high"]].to_numpy()],
         }
     )  # fmt: skip
     return view.set_index(["model", "k", "against k micro-batches"])

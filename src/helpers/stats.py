@@ -141,19 +141,40 @@ def plural(count: int, noun: str) -> str:
     return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
 
 
+def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> int:
+    """The decimals an interval of a resolved verdict needs not to print as touching 1 (0.962–0.997×, not
+    0.96–1.00×), at least ``digits`` and at most 4; ``digits`` for any other verdict."""
+    if verdict in ("faster", "slower"):
+        while digits < 4 and any(
+            bound != 1 and f"{bound:.{digits}f}" == f"{1:.{digits}f}" for bound in (low, high)
+        ):
+            digits += 1
+    return digits
+
+
+def interval_text(low: float, high: float, verdict: str = "not resolved", digits: int = 2) -> str:
+    """An interval of speed-ups as a table or sentence shows it: ``0.74–1.90×``; for a resolved ``verdict``
+    with the decimals it needs not to print as touching 1 (``interval_digits``)."""
+    digits = interval_digits(verdict, low, high, digits)
+    return f"{low:.{digits}f}–{high:.{digits}f}×"
+
+
+def verdict_words(verdict: str, low: float, high: float) -> str:
+    """A verdict as the book writes it: "faster" or "slower", with "by under 10 %" where the interval also
+    lies inside ±``MATTERS`` of 1 (``within_matters``); any other verdict as it is."""
+    if verdict in ("faster", "slower") and within_matters(low, high):
+        return f"{verdict} by under {MATTERS * 100:.0f} %"  # measurable, and smaller than what matters here
+    return verdict
+
+
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
     (0.74–1.90×, 3 launches each)``, ``slower by under 10 %, 0.96× (0.95–0.97×)``; one phrase, no nested
     parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular (an independent
     launch, a round of measurements). An interval wholly
     on one side of 1 gets the decimals it needs not to print as touching 1 (0.962–0.997×, not 0.96–1.00×)."""
-    if result["verdict"] in ("faster", "slower"):
-        while digits < 4 and any(
-            bound != 1 and f"{bound:.{digits}f}" == f"{1:.{digits}f}"
-            for bound in (result["low"], result["high"])
-        ):
-            digits += 1
-    interval = f"{result['low']:.{digits}f}–{result['high']:.{digits}f}×"
+    digits = interval_digits(result["verdict"], result["low"], result["high"], digits)
+    interval = interval_text(result["low"], result["high"], result["verdict"], digits)
     launches = result.get("launches")
     if launches:
         counted = (
@@ -162,7 +183,5 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str
             else f"{launches[0]} and {launches[1]} {plural(launches[1], unit)}"
         )
         interval += f", {counted}"
-    said = result["verdict"]
-    if said in ("faster", "slower") and within_matters(result["low"], result["high"]):
-        said += f" by under {MATTERS * 100:.0f} %"  # measurable, and smaller than what matters here
+    said = verdict_words(result["verdict"], result["low"], result["high"])
     return f"{said}, {result['speedup']:.{digits}f}× ({interval})"

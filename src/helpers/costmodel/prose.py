@@ -318,29 +318,30 @@ def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge"
 
 def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
     """``hour_value_answer``: per model, what an hour of waiting must be worth for ``machine`` to cost less
-    in total per result than its one-GPU offer (``money.break_even_hour_value``), with its band."""
+    in total per result than its one-GPU offer (``money.break_even_hour_value``), with its band, to the
+    three significant digits of the renter table."""
     parts = []
     mine = at_batch[(at_batch["machine"] == machine) & (at_batch["gpus"] > 1)]
     for row in mine[mine["cost_multiplier"].notna()].itertuples():
         central, low, high = (row.hour_value_break_even, row.hour_value_break_even_low,
                               row.hour_value_break_even_high)  # fmt: skip
         if math.isinf(low):
-            parts.append(f"for `{row.model}` never, whatever the inputs")
+            parts.append(f"`{row.model}` never, whatever the inputs")
         elif math.isinf(central):
-            parts.append(f"for `{row.model}`, no faster at the central inputs, never (at best from "
-                         f"{significant(low, 2)} dollars an hour)")  # fmt: skip
+            best = f"only at the inputs' most favourable end, from {significant(low)} dollars an hour"
+            parts.append(f"`{row.model}` never at the central inputs, where it is no faster ({best})")
         else:
-            band = (f"from {significant(low, 2)} dollars to never" if math.isinf(high)
-                    else f"{significant(low, 2)}–{significant(high, 2)} dollars")  # fmt: skip
-            parts.append(f"for `{row.model}` once an hour of waiting is worth more than "
-                         f"{significant(central, 2)} dollars ({band} over the inputs)")  # fmt: skip
+            band = (f"from {significant(low)} dollars to never" if math.isinf(high)
+                    else f"{significant(low)}–{significant(high)} dollars")  # fmt: skip
+            parts.append(f"`{row.model}` once an hour is worth more than {significant(central)} dollars "
+                         f"({band} over the inputs)")  # fmt: skip
     if not parts:
         return {"hour_value_answer": f"{machine} has no one-GPU offer to set its total cost against."}
-    gpus = int(at_batch.loc[at_batch["machine"] == machine, "gpus"].iloc[0])
+    gpus = int(mine["gpus"].iloc[0])
     return {
-        "hour_value_answer": "Counting what waiting costs too (machine dollars + hours × the value of an "
-        f"hour), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer "
-        + "; ".join(parts)
+        "hour_value_answer": "Counting your waiting too (machine dollars + hours × what an hour is worth to "
+        f"you), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer for "
+        + "; for ".join(parts)
         + "."
     }
 
@@ -458,16 +459,27 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
             f"{r['train_samples']} clips, global batches {r['smallest_batch']}–{r['largest_batch']}). "
             f"Above {r['largest_batch']} the relation would be an extrapolation, so the times below stop "
             "there, and their band spans the relation fitted to the fewest and to the most steps over "
-            "seeds as well as the step's inputs; it was measured on another task than a 2,700-clip epoch, "
-            "so they are its consequence, not a measurement."
+            "seeds as well as the step's inputs. The steps come from chapter 6's runs and each step's time "
+            "is predicted for its GPU, so the times are the relation's consequence, not a measurement."
         )
         timed = time_to_result(per_scenario[per_scenario["model"] == name], r)
-        top = fastest_batches(result_band(timed)).iloc[0]
+        fastest = fastest_batches(result_band(timed))
+        top = fastest.iloc[0]
         band = f"{top['seconds_to_target_low']:.3g}–{top['seconds_to_target_high']:.3g} s"
-        results.append(
-            f"to chapter 6's target, `{name}` is soonest on {top['machine']} at a global batch of "
-            f"{int(top['global_batch'])}: {top['seconds_to_target']:.3g} s ({band}, central values compared)"
+        ties = fastest.iloc[1:][fastest.iloc[1:]["seconds_to_target_low"] < top["seconds_to_target_high"]]
+        said = (
+            f"to chapter 6's target, `{name}` is soonest at the central inputs on {top['machine']} at a "
+            f"global batch of {int(top['global_batch'])}: {top['seconds_to_target']:.3g} s ({band})"
         )
+        if top["global_batch"] >= r["largest_batch"]:
+            said += ", the largest batch the relation covers, where the time is still falling"
+        if len(ties):
+            said += (
+                f", but its band overlaps that of {listed(ties['machine'].tolist()[:3])}"
+                + (f" and {len(ties) - 3} more" if len(ties) > 3 else "")
+                + ", so no machine is soonest whatever the inputs"
+            )
+        results.append(said)
     others = [name for name in models if name not in relations]
     if others:
         texts.append(

@@ -26,6 +26,7 @@ import pandas as pd
 from helpers.advise import measure
 from helpers.costmodel import timemodel, validate
 from helpers.results import ResultStore
+from helpers.stats import listed
 
 RULES = ("turns", "side by side")
 GOAL = 0.15  # the book's goal for the time model on runs it never saw: 15 % either way
@@ -57,7 +58,8 @@ def predict_shared(
     side = timemodel.predict_step("ddp_overlap", model, global_batch, world_size, apart)
     queued = world_size * kernel_seconds - side["compute_seconds"]
     return {"turns": turns["step_seconds"], "side by side": side["step_seconds"] + max(queued, 0.0),
-            "one process": side["compute_seconds"], "device turns": world_size * kernel_seconds}  # fmt: skip
+            "one process": side["compute_seconds"], "device turns": world_size * kernel_seconds,
+            "all-reduce": turns["communication_seconds"]}  # fmt: skip
 
 
 def _book_time_model(records: list[dict], model: str, cores: int) -> timemodel.TimeModel:
@@ -92,19 +94,30 @@ def _held_out_time_model(records: list[dict], config: dict) -> timemodel.TimeMod
 
 
 def _launches(records: list[dict]) -> dict[tuple, dict]:
-    """Every multi-rank Gloo launch on one GPU, grouped by setting: ``{(chapter, model, ranks, global
-    batch): {"steps": [median step per launch], "config": one launch's config}}``."""
+    """Every multi-rank Gloo launch of plain DDP on one GPU (float32 gradients, 25 MiB buckets), grouped by
+    setting: ``{(chapter, model, ranks, global batch): {"steps": [median step per launch], "config": one
+    launch's config}}``. Chapters 3 and 6 store theirs as ``ddp_run`` (compressed and small-bucket launches
+    left out: the rules predict the plain step), chapter 6's sharding section as ``sharding_run`` of the
+    "ddp" strategy, chapter 7 as ``advise_validation``."""
     settings: dict[tuple, dict] = {}
     for record in records:
         config = record["config"]
-        if config.get("backend") != "gloo" or config.get("device") != "cuda":
+        if (
+            config.get("backend") != "gloo"
+            or config.get("device") != "cuda"
+            or config.get("world_size", 1) < 2
+        ):
             continue
-        if record["kind"] == "ddp_run" and config["bucket_cap_mb"] == 25 and config["world_size"] > 1:
-            key = ("3 and 6", config["model"], config["world_size"], config["global_batch_size"])
-        elif record["kind"] == "advise_validation" and config["world_size"] > 1:
-            key = ("7", config["model"], config["world_size"], config["global_batch_size"])
+        if (record["kind"] == "ddp_run" and config["bucket_cap_mb"] == 25
+                and config.get("compression") is None):  # fmt: skip
+            chapter = "chapters 3 and 6"
+        elif record["kind"] == "sharding_run" and config["strategy"] == "ddp":
+            chapter = "chapter 6, sharding"
+        elif record["kind"] == "advise_validation":
+            chapter = "chapter 7"
         else:
             continue
+        key = (chapter, config["model"], config["world_size"], config["global_batch_size"])
         found = settings.setdefault(key, {"steps": [], "config": config})
         found["steps"].append(statistics.median(record["result"]["step_seconds_all"]))
     return settings
@@ -118,7 +131,9 @@ def shared_gpu_check(store: ResultStore) -> pd.DataFrame:
     records = store.records()
     profiles = [r for r in records if r["kind"] == validate.PROFILE_KIND]
     cores = store.hardware["usable_cores"]
-    rows = [row for setting, found in sorted(_launches(records).items())
+    order = {"chapters 3 and 6": 0, "chapter 6, sharding": 1, "chapter 7": 2}  # the book's order
+    settings = sorted(_launches(records).items(), key=lambda item: (order[item[0][0]], item[0]))
+    rows = [row for setting, found in settings
             for row in _check_row(records, profiles, cores, setting, found)]  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -129,7 +144,7 @@ def _check_row(records, profiles, cores: int, setting: tuple, found: dict) -> li
     chapter, model, ranks, global_batch = setting
     try:
         kernel = device_seconds(profiles, model, global_batch // ranks)
-        if chapter == "7":
+        if chapter == "chapter 7":
             time_model = _held_out_time_model(records, found["config"])
         else:
             time_model = _book_time_model(records, model, cores)
@@ -142,7 +157,7 @@ def _check_row(records, profiles, cores: int, setting: tuple, found: dict) -> li
         "per_rank_batch": global_batch // ranks,
         "measured_seconds": measured, "launch_low": min(found["steps"]), "launch_high": max(found["steps"]),
         "launches": len(found["steps"]), "one_process_seconds": predicted["one process"],
-        "device_turns_seconds": predicted["device turns"],
+        "device_turns_seconds": predicted["device turns"], "all_reduce_seconds": predicted["all-reduce"],
         **{f"{rule}_seconds": predicted[rule] for rule in RULES},
         **{f"{rule}_ratio": predicted[rule] / measured for rule in RULES},
     }]  # fmt: skip
@@ -165,33 +180,63 @@ def check_view(check: pd.DataFrame) -> pd.DataFrame:
     prediction over the measured step to two decimals."""
     ms = lambda column: (check[column] * 1e3).round(2)  # noqa: E731
     return pd.DataFrame({
-        "chapter": check["chapter"], "model": check["model"], "ranks": check["ranks"],
+        "measured in": check["chapter"], "model": check["model"], "ranks": check["ranks"],
         "batch per rank": check["per_rank_batch"],
-        "measured (ms), launches' range": [
+        "measured ms (range)": [
             f"{step * 1e3:.2f} ({low * 1e3:.2f}–{high * 1e3:.2f})"
             for step, low, high in check[["measured_seconds", "launch_low", "launch_high"]].to_numpy()
         ],
         "c(b) (ms)": ms("one_process_seconds"), "m·d(b) (ms)": ms("device_turns_seconds"),
+        "all-reduce (ms)": ms("all_reduce_seconds"),
         "turns": check["turns_ratio"].map("{:.2f}×".format),
         "side by side": check["side by side_ratio"].map("{:.2f}×".format),
-    }).set_index(["chapter", "model", "ranks"])  # fmt: skip
+    }).set_index(["measured in", "model", "ranks"])  # fmt: skip
 
 
 def check_sentence(check: pd.DataFrame) -> str:
-    """What the check shows, per rule: the median factor each is off by, and at how many settings each is
-    the nearer one; the rule the measurements support is the one nearer at most settings (a tie says so)."""
+    """What the check shows, per rule: the median factor each is off by, how many settings each predicts
+    within the book's 15 % goal, at how many each is the nearer one, and which settings decide (one rule
+    within the goal, the other not); with so few settings the rule is chosen only where they decide."""
     fold = {rule: check[f"{rule}_ratio"].map(lambda r: math.exp(abs(math.log(r)))) for rule in RULES}
     nearer = int((fold["turns"] < fold["side by side"]).sum())
     settings = len(check)
-    within = {rule: int(check[f"{rule}_ratio"].between(1 - GOAL, 1 + GOAL).sum()) for rule in RULES}
+    inside = {rule: check[f"{rule}_ratio"].between(1 - GOAL, 1 + GOAL) for rule in RULES}
     text = (
         f"Over the {settings} settings where Gloo ranks shared the one GPU, taking turns on the whole step "
         f"is off by a median factor of {fold['turns'].median():.2f} and sharing only the device by "
         f"{fold['side by side'].median():.2f}; within the book's {GOAL * 100:.0f} % goal are "
-        f"{within['turns']} and {within['side by side']} of the {settings} respectively. Turns is the nearer "
-        f"rule at {nearer} of {settings}"
+        f"{int(inside['turns'].sum())} and {int(inside['side by side'].sum())} of the {settings} "
+        f"respectively, and turns is the nearer rule at {nearer} of {settings}."
     )
-    if nearer * 2 == settings:
-        return text + ": the measurements do not choose between them."
-    supported = "taking turns on the whole step" if nearer * 2 > settings else "sharing only the device"
-    return text + f", so the measurements support {supported}."
+    labels = "`" + check["model"] + "` (" + check["chapter"] + ")"
+    decide = {rule: labels[inside[rule] & ~inside[other]].tolist()
+              for rule, other in (("turns", "side by side"), ("side by side", "turns"))}  # fmt: skip
+    named = {rule: listed(found) for rule, found in decide.items()}
+    if decide["turns"] and not decide["side by side"]:
+        text += (f" Only {named['turns']} decide{'s' if len(decide['turns']) == 1 else ''}, for turns, the "
+                 "rule the time model keeps; so few settings support it without proving it.")  # fmt: skip
+    elif decide["side by side"] and not decide["turns"]:
+        text += (f" Only {named['side by side']} decide{'s' if len(decide['side by side']) == 1 else ''}, "
+                 "for sharing only the device; so few settings suggest it without proving it.")  # fmt: skip
+    elif decide["turns"]:
+        verb = "decides" if len(decide["turns"]) == 1 else "decide"
+        text += (f" {named['turns']} {verb} for turns and {named['side by side']} for sharing only the "
+                 "device: the measurements do not choose between them.")  # fmt: skip
+    else:
+        text += " No setting has one rule within the goal and the other not: the measurements do not choose."
+    return text + _all_reduce_note(check)
+
+
+def _all_reduce_note(check: pd.DataFrame) -> str:
+    """Settings whose predicted all-reduce alone is longer than the measured step: they test the
+    all-reduce's α-β price, not either rule (empty when none is)."""
+    if "all_reduce_seconds" not in check:
+        return ""
+    over = check[check["all_reduce_seconds"] > check["measured_seconds"]]
+    if over.empty:
+        return ""
+    named = listed([f"`{row.model}` on {row.ranks} ranks ({row.chapter})" for row in over.itertuples()])
+    return (
+        f" For {named} the predicted all-reduce alone is longer than the measured step, so that setting "
+        "tests the all-reduce's α-β price more than either rule."
+    )

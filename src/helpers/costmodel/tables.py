@@ -58,6 +58,7 @@ def renter_table(summary: pd.DataFrame, hour_value: float) -> pd.DataFrame:
     (``money.hour_value_verdict``; at 0 it is the dollars' verdict of the prediction table)."""
     priced = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
     worth = banded(priced, "hour_value_break_even").str.replace("unbounded", "never")
+    worth[worth == "never (never–never)"] = "never"
     verdicts = [
         money.hour_value_verdict(hour_value, low, high)
         for low, high in priced[["hour_value_break_even_low", "hour_value_break_even_high"]].to_numpy()

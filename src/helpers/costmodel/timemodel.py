@@ -335,7 +335,7 @@ def predict_step(
       count, limits a step: two 1-thread ranks stream LinearNet's weights and Adam state at the same
       time through one memory system. Gloo ranks sharing one GPU take the same turns, host issue
       included: ``costmodel.sharing`` checks this against ranks that share only the device, on the
-      H200's records, and the measurements sit nearer turns.
+      H200's records, which so far do not choose between the two (chapter 5).
     - ``ddp_overlap``: forward + ``overlapped_all_reduce_finish`` (bucketed all-reduce running behind
       backward) + optimizer.
     """

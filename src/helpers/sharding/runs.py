@@ -34,7 +34,14 @@ from helpers.sharding.memory import (
     per_rank_bytes,
 )
 from helpers.sharding.tasks import STRATEGIES
-from helpers.stats import describe_speedup, interval_label, launch_speedup, spread
+from helpers.stats import (
+    describe_speedup,
+    interval_label,
+    interval_text,
+    launch_speedup,
+    spread,
+    verdict_words,
+)
 
 WORKER = "helpers.sharding.tasks"
 OPERATIONS = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor")
@@ -371,9 +378,9 @@ def strategy_view(table: pd.DataFrame) -> pd.DataFrame:
             "step time (s)": table["step_median"].round(3),
             "speed-up over DDP": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
-                f"{lo:.2f}–{hi:.2f}×" for lo, hi in zip(table["low"], table["high"], strict=True)
+                interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()
             ],
-            "verdict": table["verdict"],
+            "verdict": [verdict_words(*row) for row in table[["verdict", "low", "high"]].to_numpy()],
         }
     )  # fmt: skip
     return view.set_index(["model", "strategy"])
