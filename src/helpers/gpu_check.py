@@ -98,20 +98,21 @@ def assert_equal_parameters(ours: list[torch.Tensor], reference: list[torch.Tens
 
 
 TIMING_BATCHES = (8, 64)  # two batches: chapter 5 draws the GPU's step line (slope, fixed cost) through them
+CPU_TIMING_BATCHES = (2, 4)  # the same code on a CPU (the tests' plan), at batches that take a second
 
 
-def check_training_step(model_name: str, device: str) -> tuple[str, dict]:
+def check_training_step(model_name: str, device: str, batches=TIMING_BATCHES) -> tuple[str, dict]:
     """One SGD step on ``device`` equals the CPU's; the step time (Adam, as chapter 1 times it; CUDA events
-    on a GPU) is measured at two batches and kept, so that chapter 5 can put this GPU's own line in place
-    of its roofline."""
+    on a GPU) is measured at two ``batches`` and kept, so that chapter 5 can put this GPU's own line in
+    place of its roofline."""
     inputs, targets = synthetic().tensors
     on_device = dataparallel.parameters_after_one_step(model_name, inputs, targets, device=device)
     on_cpu = dataparallel.parameters_after_one_step(model_name, inputs, targets, device="cpu")
     gap = assert_equal_parameters(on_device, on_cpu, f"{device} against cpu")
-    data = synthetic(2 * max(TIMING_BATCHES))
+    data = synthetic(2 * max(batches))
     timings = {
         batch: train.time_training_steps(model_name, data, batch_size=batch, timed_steps=5, device=device)
-        for batch in TIMING_BATCHES
+        for batch in batches
     }
     steps = ", ".join(f"{t['step_seconds'] * 1e3:.2f} ms at batch {b}" for b, t in timings.items())
     kept = [{"model": model_name, "batch": batch, "device": str(device),
@@ -370,9 +371,10 @@ def planned_checks(gpus: int, device: str = "cuda", machine: Machine | None = No
         reference = Request("helpers.ddp", k, ddp_settings("gloo", "cpu", k))
         return [ours] if (backend, device) == ("gloo", "cpu") else [ours, reference]
 
+    timing = TIMING_BATCHES if device == "cuda" else CPU_TIMING_BATCHES  # the CPU's plan is the tests'
     for name in models.MODELS:
         add(f"training step, {name}", "parameters after one SGD step against the CPU's",
-            check_training_step, name, first)  # fmt: skip
+            check_training_step, name, first, timing)  # fmt: skip
         add(f"bf16 autocast, {name}", "loss against float32", check_bf16, name, first)
         add(f"profiler trace, {name}", "device time recorded", check_profiler, name, first)
         if device == "cuda":

@@ -87,7 +87,9 @@ def _held_out_time_model(records: list[dict], config: dict) -> timemodel.TimeMod
         if r["kind"] == "advise_step_timing" and r["config"]["model"] == config["model"]
         and r["config"]["device"] == "cuda" and r["config"]["timed_steps"] == config["timed_steps"]
     ]  # fmt: skip
-    parameters = validate.counted_models()[config["spec"]].parameters
+    # counting the model registers its costs (gradient sizes) with the roofline, which the step needs
+    (counted,) = validate.counted_models([config["model"].split(" [")[0]]).values()
+    parameters = counted.parameters
     link = timemodel.all_reduce_alpha_beta(records, "gloo", "cuda")
     copy = timemodel.copy_record(records, "cuda:0", "cuda:0")
     return measure.steps_time_model(pd.DataFrame(rows), parameters, link, copy, "cuda")
