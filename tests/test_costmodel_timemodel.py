@@ -303,6 +303,8 @@ def test_alpha_beta_must_come_from_chapter_four(tmp_path):
     )
     fit = timemodel.all_reduce_alpha_beta(store.records())  # the link is fitted on two ranks only
     assert (fit["alpha_seconds"], fit["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
+    medians = fit["medians"]  # no iterations kept: the fit to the medians is the same fit
+    assert (medians["alpha_seconds"], medians["seconds_per_byte"]) == pytest.approx((1e-4, 2e-9), rel=1e-6)
     # the all-reduce alone, at two sizes and with another link: chapter 4's three sizes still decide
     alone = [{**row, "seconds": 3 * row["seconds"]} for row in rows[:2]]
     store.measure({"kind": "collective_benchmark", "backend": "gloo", "device": "cpu", "alone": True},

@@ -215,3 +215,23 @@ def test_a_bound_that_is_mostly_waiting_for_backward_passes_says_so():
     assert "(2.57 to 1.44 ms for the last bucket, which no computation can hide)" in said
     assert not ddp_bounds.waiting(0.05, 0.025, 0.0484)  # a hook's time near the model's is communication
     assert not ddp_bounds.waiting(0.05, 0.025, 0.0242)  # as much after the last gradient as the model has
+
+
+def test_the_alpha_beta_figures_carry_chapter_four_s_range_of_fits():
+    """Issue 37, 14: α is known only between the fit to lower quartiles and the fit to medians."""
+    ranged = {**FIT, "medians": {"alpha_seconds": 1e-3, "seconds_per_byte": 2e-9}}
+    runs = compression_runs([0.28, 0.29, 0.27])
+    bound = ddp_bounds.communication_bound(runs, {"compression": None}, {"compression": "bf16"}, ranged)
+    # medians: two buckets of 24,204,440 B (bf16: 12,102,220 B), each 2α + nβ on two ranks
+    assert bound["model_seconds_medians"] == pytest.approx([2 * (2e-3 + 0.04840888), 2 * (2e-3 + 0.02420444)])
+    # the model's figure is the larger over both fits: 100.8 less the new tail 26.2 ms, against 36.3 ms
+    assert bound["model_most_saved"] == pytest.approx(2 * (2e-3 + 0.04840888) - (2e-3 + 0.02420444))
+    assert bound["most_saved"] == pytest.approx(0.035)  # a compression's bound is still the hook's
+    table = ddp_bounds.bound_table({"bf16": bound})
+    assert table.loc["the same, α-β fitted to medians (ms)", "bf16"] == "101 → 52.4"
+    assert (
+        ddp_bounds.bound_table({"bf16": bound_of([0.28, 0.29, 0.27])}).loc[
+            "the same, α-β fitted to medians (ms)", "bf16"
+        ]
+        == "–"
+    )

@@ -34,8 +34,10 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
     candidate's tail (``most_saved``) and lose at most the candidate's whole all-reduce less the baseline's
     tail (``most_lost``), each computed from the hook (its time in flight, and of it the part after the last
     gradient, ``exposed_seconds``) and from the α-β model (the whole all-reduce, and the last bucket's alone,
-    ``model_tail_seconds``), the larger of the two being the bound (NaN ignored), so that neither a hook
-    that misses part of the work nor a model that misses an overhead makes it too small; never below 0.
+    ``model_tail_seconds``; with ``fit["medians"]``, chapter 4's fit to the medians too, the larger of the
+    two fits: its α is known only within their range), the larger being the bound (NaN ignored), so that
+    neither a hook that misses part of the work nor a model that misses an overhead makes it too small;
+    never below 0.
     A compression's bound rests on the hook alone wherever it timed both sides: the hook holds the
     conversions to and from the compressed type, which the α-β model (bytes alone) leaves out, so the
     model's figure (``model_most_saved``, ``model_most_lost``) is shown beside it, labelled, not taken.
@@ -51,8 +53,10 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
     change = compare(runs, baseline, candidate)
     records = [matching(runs, **side)[0][1]["result"] for side in (baseline, candidate)]
     ranks = records[0]["world_size"]
-    model = [modelled_allreduce_seconds(r["bucket_bytes"], ranks, fit) for r in records]
-    model_tail = [modelled_allreduce_seconds(r["bucket_bytes"][-1:], ranks, fit) for r in records]
+    fits = [fit, *([fit["medians"]] if "medians" in fit else [])]  # chapter 4's α range: both its fits
+    modelled = [[modelled_allreduce_seconds(r["bucket_bytes"], ranks, f) for r in records] for f in fits]
+    tails = [[modelled_allreduce_seconds(r["bucket_bytes"][-1:], ranks, f) for r in records] for f in fits]
+    model, model_tail = modelled[0], tails[0]
     hook = [allreduce_seconds(runs, **side) for side in (baseline, candidate)]
     exposed = [allreduce_seconds(runs, exposed=True, **side) for side in (baseline, candidate)]
     base = change["baseline_seconds"]
@@ -63,7 +67,8 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
     bounds, by_models, waits = [], [], []
     compressed = candidate.get("compression") is not None
     for side, other in ((0, 1), (1, 0)):  # saved: baseline whole less candidate tail; lost: the reverse
-        by_hook, by_model = hook[side] - hook_tail[other], model[side] - model_tail[other]
+        by_hook = hook[side] - hook_tail[other]
+        by_model = max(whole[side] - tail[other] for whole, tail in zip(modelled, tails, strict=True))
         taken = (by_hook,) if compressed and not math.isnan(by_hook) else (by_hook, by_model)
         bounds.append(max([0.0, *(v for v in taken if not math.isnan(v))]))
         by_models.append(max(0.0, by_model))
@@ -83,6 +88,7 @@ def communication_bound(runs: list[tuple[dict, dict]], baseline: dict, candidate
         "exposed_seconds": exposed,
         "model_seconds": model,
         "model_tail_seconds": model_tail,
+        "model_seconds_medians": modelled[1] if len(fits) > 1 else None,
         "buckets": buckets,
         "expected_seconds": model[0] - model[1],
         "most_saved": bounds[0],
@@ -175,6 +181,9 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
         "all-reduce in flight, timed in the hook (ms)": lambda b: _arrow(b["hook_seconds"]),
         "of it after backward's last gradient (ms)": lambda b: _arrow(b["exposed_seconds"]),
         "all-reduce, α-β model (ms)": lambda b: _arrow(b["model_seconds"]),
+        "the same, α-β fitted to medians (ms)": lambda b: (
+            _arrow(b["model_seconds_medians"]) if b.get("model_seconds_medians") else "–"
+        ),
         "of it, the last bucket alone (ms)": lambda b: _arrow(
             b.get("model_tail_seconds", b["model_seconds"])
         ),

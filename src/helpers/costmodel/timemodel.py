@@ -413,7 +413,10 @@ def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: st
     too. Of several records (chapter 4's benchmark, and the all-reduce alone that chapter 3 or 5 measures
     where chapter 4 has not run) the one with the most such sizes is used, the newest of equals, so that
     every chapter prices the all-reduce with the same fit: chapter 4's once it has run (``record_key``
-    names the record). A clear error when nothing has measured this backend on two ranks."""
+    names the record). The fit reads each size's lower quartile of its iterations; ``medians`` holds the
+    same fit to the medians, which chapter 4 gives beside it: where the machine stalls, the two bound α, and
+    whatever prices the all-reduce carries that range (chapter 3's bounds, chapter 5's inputs table). A
+    clear error when nothing has measured this backend on two ranks."""
     candidates = []
     for record in records:
         if record["kind"] != "collective_benchmark":
@@ -432,7 +435,9 @@ def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: st
             f"no all_reduce benchmark of {backend} on {device} on two ranks among the records; "
             "run chapter 4 (helpers.collectives.runs.stored_benchmark) first"
         )
-    return {**fit_alpha_beta(rows.drop(columns=["operation"])), "record_key": key}
+    rows = rows.drop(columns=["operation"])
+    medians = fit_alpha_beta(rows.drop(columns="seconds_all", errors="ignore"))
+    return {**fit_alpha_beta(rows), "record_key": key, "medians": medians}
 
 
 def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", device: str = "cpu") -> dict:
@@ -511,9 +516,11 @@ def time_model_from_records(
             {"input": "ranks spread over", "value": devices,
              "from": f"{device_type} device(s), {cores} cores"},
             {"input": "all-reduce α (µs per message)", "value": link["alpha_seconds"] * 1e6,
-             "from": source},
+             "from": f"{source}, each size's lower quartile; "
+                     f"{link['medians']['alpha_seconds'] * 1e6:,.0f} fitted to the medians"},
             {"input": "all-reduce bandwidth 1/β (GB/s)", "value": 1e-9 / link["seconds_per_byte"],
-             "from": source},
+             "from": f"{source}, each size's lower quartile; "
+                     f"{1e-9 / link['medians']['seconds_per_byte']:.3g} fitted to the medians"},
             {"input": "copy bandwidth, one device (GB/s)", "value": 1e-9 / copy["seconds_per_byte"],
              "from": "copy benchmark: " + copy["method"]},
             *([{"input": "copy bandwidth, GPU to GPU (GB/s)", "value": 1e-9 / peer["seconds_per_byte"],
