@@ -284,7 +284,7 @@ def test_the_cost_of_a_result_from_chapter_1_and_3_records():
     )
     assert costs.loc["this machine, one process", "seconds"] == 200.0  # 2 epochs of 100 s
     # 8 s for 8 steps of 400 clips; 2,700 clips take 54 steps: 54 s an epoch, 108 s for 2
-    assert costs.loc["this machine, DDP 2 rank(s), 0.25 MiB buckets", "seconds"] == 108.0
+    assert costs.loc["this machine, DDP 2 ranks, 0.25 MiB buckets", "seconds"] == 108.0
     gpu = costs.loc["AWS p5.4xlarge"]
     assert gpu["seconds_low"] <= gpu["seconds"] <= gpu["seconds_high"] and gpu["dollars"] > 0
     never = recommend.result_costs([training], "ConvNet", 50, 0.9, ())

@@ -24,7 +24,7 @@ from helpers.data import FSDD_VERSION
 from helpers.hardware import gpu_count
 from helpers.models import MIB, build_model, saved_bytes_per_sample
 from helpers.results import ResultStore
-from helpers.stats import speedup, spread
+from helpers.stats import plural, speedup, spread
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
@@ -57,8 +57,9 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 def counted(count: int, noun: str) -> str:
-    """``3 warm-up steps``, ``1 warm-up step``: a count with its noun, plural unless it is one."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+    """``3 warm-up steps``, ``1 warm-up step``, ``2 launches``: a count with its noun, plural unless it is
+    one (``stats.plural``)."""
+    return f"{count:,} {plural(count, noun)}"
 
 
 def highest_load(record: dict) -> float | None:

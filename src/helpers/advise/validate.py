@@ -24,7 +24,7 @@ from helpers.costmodel import timemodel
 from helpers.launch import launch
 from helpers.results import ResultStore
 from helpers.stats import launch_speedup
-from helpers.train import WARMUP_STEPS, Timer, make_optimizer, training_step
+from helpers.train import WARMUP_STEPS, Timer, counted, make_optimizer, training_step
 from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
 
 MODULE = "helpers.advise.validate"
@@ -139,7 +139,7 @@ def as_validated(table: pd.DataFrame) -> pd.DataFrame:
     """``validate``'s rows in the form chapter 5's figure of predicted against measured steps takes: one
     panel per rank count, the launches' range as the measured spread."""
     return pd.DataFrame({
-        "model": table["model"], "method": table["ranks"].map(lambda k: f"DDP, {k} rank(s)"),
+        "model": table["model"], "method": table["ranks"].map(lambda k: f"DDP, {counted(k, 'rank')}"),
         "step_seconds": table["measured_seconds"], "predicted_seconds": table["predicted_seconds"],
         "step_min": table["launch_low"], "step_max": table["launch_high"],
     })  # fmt: skip

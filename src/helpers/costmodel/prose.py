@@ -83,8 +83,8 @@ def calibration_note(compute: pd.DataFrame, models) -> dict[str, str]:
     for (name, threads), fit in compute.iterrows():
         if not fit.slope_resolved:
             notes.append(
-                f"`{name}`'s slope at {threads} thread(s) is not resolved (its range reaches zero): the "
-                f"per-sample work hides in the noise of the {fit.intercept_seconds:.3g} s fixed cost."
+                f"`{name}`'s slope at {counted(threads, 'thread')} is not resolved (its range reaches zero): "
+                f"the per-sample work hides in the noise of the {fit.intercept_seconds:.3g} s fixed cost."
             )
     if "LinearNet" in models:
         weights = gradient_bytes("LinearNet") / 1e6
@@ -96,7 +96,7 @@ def calibration_note(compute: pd.DataFrame, models) -> dict[str, str]:
         )
     for (name, threads), fit in compute[compute["intercept_low"] <= 0].iterrows():
         notes.append(
-            f"`{name}` at {threads} thread(s) has a fixed cost consistent with zero "
+            f"`{name}` at {counted(threads, 'thread')} has a fixed cost consistent with zero "
             f"(0–{fit.intercept_high:.2g} s): its step is all per-sample work."
         )
     return {"calibration_note": " ".join(notes)}

@@ -54,6 +54,7 @@ from helpers.ddp import ddp_bucket_bytes
 from helpers.paths import results_dir
 from helpers.results import read_json, short_hash
 from helpers.stats import spread
+from helpers.train import counted
 
 METHODS = ("dataparallel", "ddp_overlap")
 SEED_BATCH_SIZES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600)  # the seed's sweep
@@ -543,8 +544,10 @@ def result_costs(
     for (ranks, bucket, compression, clips), epochs_measured in launches.items():
         clips = clips or samples
         gradients = f", {compression} gradients" if compression else ""
-        rows.append({"setup": f"this machine, DDP {ranks} rank(s), {bucket:g} MiB buckets{gradients}",
-                     "basis": f"measured on {clips} clips ({len(epochs_measured)} launch(es), median), "
+        setup = f"this machine, DDP {counted(ranks, 'rank')}, {bucket:g} MiB buckets{gradients}"
+        rows.append({"setup": setup,
+                     "basis": f"measured on {clips} clips "
+                              f"({counted(len(epochs_measured), 'launch')}, median), "
                               f"scaled by steps to {samples}",
                      "epoch_seconds": money.scale_epoch(float(np.median(epochs_measured)), clips, samples,
                                                         training_batch), "hourly_price": None})  # fmt: skip

@@ -26,7 +26,7 @@ from helpers.ddp import ddp_bucket_bytes
 from helpers.hardware import usable_cores
 from helpers.models import build_model
 from helpers.results import ResultStore
-from helpers.train import stored_step_timing
+from helpers.train import counted, stored_step_timing
 from helpers.worker import usable_gpus
 
 MIB = 2**20
@@ -514,7 +514,7 @@ def time_model_from_records(
     inputs = pd.DataFrame(
         [
             {"input": "ranks spread over", "value": devices,
-             "from": f"{device_type} device(s), {cores} cores"},
+             "from": f"{device_type} {'device' if devices == 1 else 'devices'}, {cores} cores"},
             {"input": "all-reduce α (µs per message)", "value": link["alpha_seconds"] * 1e6,
              "from": f"{source}, each size's lower quartile; "
                      f"{link['medians']['alpha_seconds'] * 1e6:,.0f} fitted to the medians"},
@@ -525,7 +525,7 @@ def time_model_from_records(
              "from": "copy benchmark: " + copy["method"]},
             *([{"input": "copy bandwidth, GPU to GPU (GB/s)", "value": 1e-9 / peer["seconds_per_byte"],
                 "from": "copy benchmark: " + peer["method"]}] if peer else []),
-            *[{"input": f"optimizer ns per parameter, {threads} thread(s)", "value": value * 1e9,
+            *[{"input": f"optimizer ns per parameter, {counted(threads, 'thread')}", "value": value * 1e9,
                "from": "chapter 2: optimizer phase of one replica"} for threads, value in optimizer.items()],
             *[row for (name, threads), fit in compute.iterrows()
               for row in _compute_rows(name, threads, fit)],
@@ -551,10 +551,11 @@ def _compute_rows(name: str, threads: int, fit) -> list[dict]:
         rate = f"not resolved: at least {fit.gflops_low:.3g}"
     else:
         rate = "not resolved: the slope is zero within its 5-95 % range"
+    at = f"{name}, {counted(threads, 'thread')}"
     return [
-        {"input": f"{name}, {threads} thread(s): fixed seconds per step", "value": fit.intercept_seconds,
+        {"input": f"{at}: fixed seconds per step", "value": fit.intercept_seconds,
          "from": f"{fit.intercept_low:.3g}-{fit.intercept_high:.3g} s (5-95 %); {source}"},
-        {"input": f"{name}, {threads} thread(s): achieved GFLOP/s", "value": fit.achieved_gflops,
+        {"input": f"{at}: achieved GFLOP/s", "value": fit.achieved_gflops,
          "from": f"{rate}; slope {fit.seconds_per_sample * 1e3:.3g} ms per sample"},
     ]  # fmt: skip
 
