@@ -57,11 +57,14 @@ def test_inputs_read_to_three_digits_and_an_unbounded_rate_said_so():
 
 
 def test_validation_summary_reads_with_human_columns():
-    summary = pd.DataFrame({"model": ["M"], "method": ["ddp_overlap"], "points": [3], "launches": [9],
-                            "mape_percent": [12.345], "mean_error_percent": [-12.345]})  # fmt: skip
+    summary = pd.DataFrame({"model": ["M"], "method": ["ddp_overlap"], "configurations": [2],
+                            "points": [3], "launches": [9], "mape_percent": [12.345],
+                            "mean_error_percent": [-12.345]})  # fmt: skip
     shown = tables.validation_table(summary)
-    assert list(shown.columns) == ["configurations", "launches", "mean |error| (%)", "mean error (%)"]
-    assert shown.loc[("M", "ddp_overlap")].tolist() == [3, 9, 12.3, -12.3]
+    assert list(shown.columns) == [
+        "configurations", "measurements", "launches", "MAPE (%)", "mean signed error (%)"
+    ]  # fmt: skip
+    assert shown.loc[("M", "ddp_overlap")].tolist() == [2, 3, 9, 12.3, -12.3]
 
 
 def test_the_seeds_verdicts_read_by_model_and_batch():

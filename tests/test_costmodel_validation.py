@@ -28,6 +28,9 @@ def test_validate_mape_arithmetic():
             "measurement": ["a", "b", "c", "d"],
             "model": ["M", "M", "M", "N"],
             "step_seconds": [1.0, 2.0, 4.0, 0.5],
+            "ranks": [2, 2, 4, 2],  # a and b: one configuration measured twice
+            "global_batch": [10, 10, 10, 10],
+            "bucket_cap_mb": [None, None, None, 25.0],  # DataParallel has none: missing values count too
         }
     )
     predictions = pd.DataFrame(
@@ -44,6 +47,7 @@ def test_validate_mape_arithmetic():
     assert summary.loc[("M", "x"), "max_ape_percent"] == pytest.approx(10)
     assert summary.loc[("N", "x"), "mape_percent"] == pytest.approx(50)
     assert summary.loc[("N", "y"), "points"] == 1
+    assert summary.loc[("M", "x"), "points"] == 3 and summary.loc[("M", "x"), "configurations"] == 2
     # signed errors +10, -10, 0: mean 0, one prediction of three above its measurement
     assert summary.loc[("M", "x"), "mean_error_percent"] == pytest.approx(0)
     assert (

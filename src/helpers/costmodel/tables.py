@@ -122,12 +122,16 @@ def cost_tables(records, models, training_batch: int, target_accuracy: float, ma
             shown.append(Markdown(f"`{name}` has no time to a result: it {costs['reason'].iloc[0]}."))
         else:
             shown.append(cost_table(costs).set_index(["model", "setup"]))
+            if not costs["setup"].str.contains("DDP").any():
+                shown.append(Markdown(f"No chapter 3 DDP launch of `{name}` at batch {training_batch} is in "
+                                      "this store, so the table has no DDP row."))  # fmt: skip
     return shown
 
 
 VALIDATION_COLUMNS = {
-    "points": "configurations", "launches": "launches", "mape_percent": "mean |error| (%)",
-    "mean_error_percent": "mean error (%)", "min_ape_percent": "smallest |error| (%)",
+    "configurations": "configurations", "points": "measurements", "launches": "launches",
+    "mape_percent": "MAPE (%)", "mean_error_percent": "mean signed error (%)",
+    "min_ape_percent": "smallest |error| (%)",
     "max_ape_percent": "largest |error| (%)", "predictions_above": "predictions above",
     "within_measured_range": "inside measured range",
     "measured_range_percent": "measured range (% of median)",

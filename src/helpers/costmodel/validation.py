@@ -109,7 +109,8 @@ def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
-    """Per model and method: the number of measurements, the MAPE, its spread over the measurements
+    """Per model and method: the number of measurements and of distinct configurations among them (ranks,
+    batch, threads, buckets, compression), the MAPE, its spread over the measurements
     (smallest and largest APE, %), the mean signed error (%, positive: predictions too slow) and how many
     predictions lie above their measurement (a bias when all do), and, where the measurements carry their
     spread, how many predictions fall inside the measured min–max and how wide that range is (median, % of
@@ -120,10 +121,13 @@ def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
         * 100,
         above=validated["predicted_seconds"] > validated["step_seconds"],
     )
+    keys = [c for c in ("ranks", "global_batch", "threads", "bucket_cap_mb", "compression") if c in validated]
+    validated = validated.assign(configuration=validated[keys].apply(lambda row: repr(tuple(row)), axis=1))
     groups = validated.groupby(["model", "method"])
     summary = groups["ape_percent"].agg(
         points="count", mape_percent="mean", min_ape_percent="min", max_ape_percent="max"
     )
+    summary["configurations"] = groups["configuration"].nunique()  # a setting measured twice counts once
     summary["mean_error_percent"] = groups["error_percent"].mean()
     summary["predictions_above"] = groups["above"].sum()
     if "within_spread" in validated:
