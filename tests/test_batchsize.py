@@ -171,6 +171,14 @@ def test_the_batch_answer_places_each_knee():
         "(8–256); the linear rate has no floor: the steps kept falling in proportion up to the largest "
         "batch measured (256)."
     )
+    # two seeds: fewest 70/40/30 and most 90/50/30 steps at 8/32/128; the knee E_min/S_min of each fit
+    table = pd.DataFrame({"rule": "fixed", "seed": [0, 0, 0, 1, 1, 1], "global_batch": [8, 32, 128] * 2,
+                          "steps": [70, 40, 30, 90, 50, 30]})  # fmt: skip
+    knees = sorted(f["b_crit"] for f in batchsize.seed_envelope_fits(table, "fixed").values())
+    said = batchsize.batch_answer(fits, [8, 256], rules=("fixed",), table=table)
+    assert (
+        f"knee is at B ≈ 61 ({knees[0]:,.0f} to {knees[1]:,.0f} refitted to each batch's fewest and " in said
+    )
     assert "the linear rate took fewer than three batches" in batchsize.batch_answer(fits | {"linear": None},
                                                                                       [8, 256])  # fmt: skip
 

@@ -360,17 +360,26 @@ def _where(b_crit: float, batches) -> str:
     return fit_position(b_crit, batches).split(",")[0]
 
 
-def _knee(fit: dict | None, rule: str, batches) -> str:
+def _knee(fit: dict | None, rule: str, batches, envelope: dict | None = None) -> str:
     if fit is None:
         return f"the {rule} rate took fewer than three batches to the target, too few to fit"
     if not math.isfinite(fit["b_crit"]):
         return f"the {rule} rate has {fit_position(fit['b_crit'], batches)}"
-    return f"the {rule} rate's knee is at B ≈ {fit['b_crit']:,.0f}, {fit_position(fit['b_crit'], batches)}"
+    spread = ""
+    if envelope:  # the knee refitted to each batch's fewest and most steps over seeds
+        knees = sorted(f["b_crit"] for f in envelope.values())
+        words = ["no floor" if not math.isfinite(k) else f"{k:,.0f}" for k in knees]
+        spread = f" ({words[0]} to {words[1]} refitted to each batch's fewest and most steps over seeds)"
+    return (f"the {rule} rate's knee is at B ≈ {fit['b_crit']:,.0f}{spread}, "
+            f"{fit_position(fit['b_crit'], batches)}")  # fmt: skip
 
 
-def batch_answer(fits: dict[str, dict], batches, rules=("fixed", "linear")) -> str:
-    """The batch-size finding in one sentence: where each recipe's knee lies."""
-    return f"Fitted to the steps to the target, {'; '.join(_knee(fits.get(r), r, batches) for r in rules)}."
+def batch_answer(fits: dict[str, dict], batches, rules=("fixed", "linear"), table=None) -> str:
+    """The batch-size finding in one sentence: where each recipe's knee lies, and, given the steps
+    ``table`` (``critical_batch_table``), how far it moves refitted to the seeds' fewest and most steps."""
+    envelopes = {r: seed_envelope_fits(table, r) for r in rules} if table is not None else {}
+    knees = "; ".join(_knee(fits.get(r), r, batches, envelopes.get(r)) for r in rules)
+    return f"Fitted to the steps to the target, {knees}."
 
 
 def closest_checkpoint(points: pd.DataFrame, target_loss: float, samples: int | None = None):
