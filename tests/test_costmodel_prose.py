@@ -241,9 +241,10 @@ def test_the_value_of_an_hour_in_words_with_its_band():
     said = prose.hour_value_sentence(frame, "m8")["hour_value_answer"]
     assert said == (
         "Counting your waiting too (machine dollars + hours × what an hour is worth to you), the 8 GPUs of "
-        "m8 cost less per result than its one-GPU offer for `ConvNet` once an hour is worth more than 0.516 "
-        "dollars (0.376–9.97 dollars over the inputs); for `LinearNet` never at the central inputs, where "
-        "it is no faster (only at the inputs' most favourable end, from 1,490 dollars an hour)."
+        "m8 cost less per result than its one-GPU offer: for `ConvNet` once an hour is worth more than "
+        "0.516 dollars (0.376–9.97 dollars over the inputs); for `LinearNet` at no value of an hour at the "
+        "central inputs, where it is no faster (only at the inputs' most favourable end, from 1,490 dollars "
+        "an hour)."
     )
     assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]
 

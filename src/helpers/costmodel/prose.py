@@ -326,10 +326,11 @@ def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge"
         central, low, high = (row.hour_value_break_even, row.hour_value_break_even_low,
                               row.hour_value_break_even_high)  # fmt: skip
         if math.isinf(low):
-            parts.append(f"`{row.model}` never, whatever the inputs")
+            parts.append(f"`{row.model}` at no value of an hour, whatever the inputs")
         elif math.isinf(central):
             best = f"only at the inputs' most favourable end, from {significant(low)} dollars an hour"
-            parts.append(f"`{row.model}` never at the central inputs, where it is no faster ({best})")
+            parts.append(f"`{row.model}` at no value of an hour at the central inputs, where it is no faster "
+                         f"({best})")  # fmt: skip
         else:
             band = (f"from {significant(low)} dollars to never" if math.isinf(high)
                     else f"{significant(low)}–{significant(high)} dollars")  # fmt: skip
@@ -340,7 +341,7 @@ def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge"
     gpus = int(mine["gpus"].iloc[0])
     return {
         "hour_value_answer": "Counting your waiting too (machine dollars + hours × what an hour is worth to "
-        f"you), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer for "
+        f"you), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer: for "
         + "; for ".join(parts)
         + "."
     }
