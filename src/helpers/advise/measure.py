@@ -210,19 +210,18 @@ def measure_steps(
             record = stored_step_timing(
                 store, spec, counted, batch, device=device, timed_steps=timed_steps, seed=seed
             )
-            rows.append(
-                {
-                    "model": counted.name,
-                    "threads": threads,
-                    "batch_size": batch,
-                    "seed": seed,
-                    "device": record["config"]["device"],
-                    **record["result"],
-                }
-            )
+            rows.append(step_row(record))
     finally:
         torch.set_num_threads(before)
     return pd.DataFrame(rows)
+
+
+def step_row(record: dict) -> dict:
+    """One ``stored_step_timing`` record as a row of ``measure_steps``' frame: the model's counted name,
+    threads, batch, seed and device of its config, and every phase of its result."""
+    config = record["config"]
+    return {**{key: config[key] for key in ("model", "threads", "batch_size", "seed", "device")},
+            **record["result"]}  # fmt: skip
 
 
 def time_model(

@@ -81,9 +81,7 @@ def _held_out_time_model(records: list[dict], config: dict) -> timemodel.TimeMod
     """Chapter 7's time model of a held-out model, from its single-device step timings on the GPU and the
     records' all-reduce and copy (read, never measured: this is a check)."""
     rows = [
-        {**{key: r["config"][key] for key in ("model", "threads", "batch_size", "seed")},
-         "device": r["result"].get("device", "cuda:0"), **r["result"]}
-        for r in records
+        measure.step_row(r) for r in records
         if r["kind"] == "advise_step_timing" and r["config"]["model"] == config["model"]
         and r["config"]["device"] == "cuda" and r["config"]["timed_steps"] == config["timed_steps"]
     ]  # fmt: skip
@@ -213,16 +211,17 @@ def check_sentence(check: pd.DataFrame) -> str:
     labels = "`" + check["model"] + "` (" + check["chapter"] + ")"
     decide = {rule: labels[inside[rule] & ~inside[other]].tolist()
               for rule, other in (("turns", "side by side"), ("side by side", "turns"))}  # fmt: skip
-    named = {rule: listed(found) for rule, found in decide.items()}
+    named = {
+        rule: f"{listed(found)} decide{'s' if len(found) == 1 else ''}" for rule, found in decide.items()
+    }
     if decide["turns"] and not decide["side by side"]:
-        text += (f" Only {named['turns']} decide{'s' if len(decide['turns']) == 1 else ''}, for turns, the "
-                 "rule the time model keeps; so few settings support it without proving it.")  # fmt: skip
+        text += (f" Only {named['turns']}, for turns, the rule the time model keeps; so few settings "
+                 "support it without proving it.")  # fmt: skip
     elif decide["side by side"] and not decide["turns"]:
-        text += (f" Only {named['side by side']} decide{'s' if len(decide['side by side']) == 1 else ''}, "
-                 "for sharing only the device; so few settings suggest it without proving it.")  # fmt: skip
+        text += (f" Only {named['side by side']}, for sharing only the device; so few settings suggest it "
+                 "without proving it.")  # fmt: skip
     elif decide["turns"]:
-        verb = "decides" if len(decide["turns"]) == 1 else "decide"
-        text += (f" {named['turns']} {verb} for turns and {named['side by side']} for sharing only the "
+        text += (f" {named['turns']} for turns and {listed(decide['side by side'])} for sharing only the "
                  "device: the measurements do not choose between them.")  # fmt: skip
     else:
         text += " No setting has one rule within the goal and the other not: the measurements do not choose."
