@@ -181,6 +181,16 @@ def test_a_launch_that_two_sections_ask_for_is_measured_once(tmp_path, monkeypat
     assert runs["buckets"][3][1] is not None and runs["buckets"][3][1] == runs["scaling"][7][1]
     assert runs["scaling"][0][1]["result"]["step_seconds_all"] == [0.2] * 6  # after 2 warm-up steps
     assert ddp.launch_steps(runs["compression"], compression="bf16") == [[0.2] * 6] * 2
+    # a round's launch removed (another day, another speed): that round is launched again whole, beside
+    # it, and what runs alongside runs again; round 0 is reused untouched
+    store.path(runs["scaling"][7][1]["config"]).unlink()
+    launched.clear()
+    rounds.clear()
+    again = ddp.run_sweeps(store, base, sweeps, alongside=lambda n: rounds.append((n, len(launched))))
+    assert len(launched) == 6 and rounds == [(0, 0), (1, 1), (1, 6)]
+    assert again["scaling"][:4] == runs["scaling"][:4] and again["scaling"][7][1] == store.get(
+        runs["scaling"][7][1]["config"]
+    )
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 5])

@@ -175,3 +175,27 @@ def test_the_book_shows_each_chapters_gpu_edition_where_one_was_executed(tmp_pat
         "| 02_b | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`) | "
         "2026-11-26 | from the stored records, on 2-core Test EPYC, no GPU |" in page
     )
+
+
+def test_each_machine_shows_how_far_its_speed_moved_across_its_records(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    store = ResultStore("gpu", hardware=HARDWARE)
+    assert provenance.reference_section(store.provenance_id) == []  # a machine with no records here
+    speeds = iter([{"cpu_matmul_gflops": value} for value in (50.0, 100.0, 80.0, 90.0, 90.0)])
+    monkeypatch.setattr("helpers.results.reference_speed.current", lambda: next(speeds))
+    for x in range(3):
+        store.measure({"kind": "demo", "x": x}, lambda: {"value": 1})
+    old = store.measure({"kind": "demo", "x": 3}, lambda: {"value": 1})
+    old.pop("reference")  # a record from before references were kept
+    store.path(old["config"]).write_text(json.dumps(old))
+    lines = provenance.reference_section(store.provenance_id)
+    assert lines[0].startswith("Speed at measurement: 3 of its 4 records carry the reference speed")
+    assert "| one CPU thread, float32 product (GFLOP/s) | 3 | 50 | 80 | 100 | 2.00× |" in lines
+    old_only = ResultStore("cpu", hardware={**HARDWARE, "gpus": []})
+    record = old_only.measure({"kind": "demo"}, lambda: {"value": 1})
+    record.pop("reference")
+    old_only.path(record["config"]).write_text(json.dumps(record))
+    assert provenance.reference_section(old_only.provenance_id)[0] == (
+        "Speed at measurement: not known for its 1 record, measured before the study timed a reference "
+        "speed with each record."
+    )

@@ -193,3 +193,59 @@ def test_a_record_says_whether_float32_ran_on_tf32(store):
         assert store.measure({"kind": "demo", "x": 5}, lambda: {"value": 1})["tf32"] is True
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_record_carries_the_machines_speed_when_it_began(store, monkeypatch):
+    speed = {"measured_at": "2026-11-27T06:00:00+00:00", "cpu_matmul_gflops": 100.0, "cpu_copy_gbps": 30.0}
+    monkeypatch.setattr(results.reference_speed, "current", lambda: speed)
+    assert store.measure({"kind": "demo", "x": 9}, lambda: {"value": 1})["reference"] == speed
+
+
+def paired_round(store, calls):
+    """A comparison of two halves, as ``ddp.run_sweeps`` measures one round: 'ddp' then 'dataparallel'."""
+
+    def half(name):
+        return lambda: calls.append(name) or {"name": name, "call": len(calls)}
+
+    return [store.measure({"kind": "demo", "half": name}, half(name)) for name in ("ddp", "dataparallel")]
+
+
+@pytest.mark.parametrize("removed", ["ddp", "dataparallel"])
+def test_a_comparison_is_never_half_reused_from_another_speed(tmp_path, monkeypatch, removed):
+    # yesterday both halves were measured together on a machine running at half today's speed
+    monkeypatch.setattr(results.reference_speed, "current", lambda: {"cpu_matmul_gflops": 50.0})
+    yesterday = results.ResultStore("pairs", root=tmp_path, hardware=HARDWARE)
+    calls = []
+    stored = yesterday.together(lambda: paired_round(yesterday, calls))
+    assert calls == ["ddp", "dataparallel"]
+    # today one half's records are removed: measuring it alone would set today's speed against yesterday's
+    yesterday.path({"kind": "demo", "half": removed}).unlink()
+    monkeypatch.setattr(results.reference_speed, "current", lambda: {"cpu_matmul_gflops": 100.0})
+    today = results.ResultStore("pairs", root=tmp_path, hardware=HARDWARE)
+    calls.clear()
+    fresh = today.together(lambda: paired_round(today, calls))
+    kept = "dataparallel" if removed == "ddp" else "ddp"
+    assert calls == [removed, kept]  # the removed half, then the stale one measured again beside it
+    assert [r["reference"]["cpu_matmul_gflops"] for r in stored] == [50.0, 50.0]
+    assert [r["reference"]["cpu_matmul_gflops"] for r in fresh] == [100.0, 100.0]
+    assert all(today.get(r["config"]) == r for r in fresh)  # what the caller got is what is stored
+    # a whole comparison reused, or measured in one go, is measured no further
+    calls.clear()
+    assert today.together(lambda: paired_round(today, calls)) == fresh and calls == []
+    without_together = results.ResultStore("pairs", root=tmp_path, hardware=HARDWARE)
+    without_together.path({"kind": "demo", "half": removed}).unlink()
+    paired_round(without_together, calls)
+    assert calls == [removed]  # outside ``together`` each record stands alone, as before
+
+
+def test_a_record_measured_twice_in_one_comparison_is_fresh_not_stale(store):
+    calls = []
+
+    def body():
+        measure = lambda: calls.append(1) or {"value": 1}  # noqa: E731
+        return [store.measure({"kind": "demo", "shared": True}, measure) for _ in range(2)]
+
+    store.together(body)
+    assert calls == [1]  # the second reads the first: no stale half, no second run
+    with pytest.raises(RuntimeError, match="does not nest"):
+        store.together(lambda: store.together(lambda: None))

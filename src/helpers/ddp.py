@@ -29,12 +29,12 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from tqdm import tqdm
 
 from helpers.data import SPLIT_SIZES, load_fsdd, take
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.launch import launch, main_backend
 from helpers.models import build_model, parameter_bytes
+from helpers.results import measured_in_rounds
 from helpers.stats import spread
 from helpers.train import evaluate, make_optimizer, to_device
 from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
@@ -548,16 +548,19 @@ def run_sweeps(
     """Every launch of ``sweeps`` (``chapter_sweeps``) over the ``base`` settings, in ``launch_order``;
     per section its (variation with its ``launch`` number, record) pairs. ``alongside(n)``, when given,
     runs at the end of round n: what is compared with launch n of these configurations (DataParallel
-    timed in-process, a Lightning launch) is measured in the same round, minutes from it, not after all."""
-    runs: dict[str, list[tuple[dict, dict]]] = {section: [] for section in sweeps}
+    timed in-process, a Lightning launch) is measured in the same round, minutes from it, not after all.
+    Each round is one ``store.together``: a round half reused from another day is measured again."""
     order = launch_order(sweeps)
-    for index, (section, variation, number) in enumerate(tqdm(order, desc=description)):
+
+    def launch(entry: tuple[str, dict, int]) -> dict:
+        _, variation, number = entry
         settings = {**base, **variation}
-        ranks = settings.pop("ranks")
-        record = stored_ddp_run(store, ranks, launch_number=number, **settings)
+        return stored_ddp_run(store, settings.pop("ranks"), launch_number=number, **settings)
+
+    records = measured_in_rounds(store, order, lambda entry: entry[2], launch, description, alongside)
+    runs: dict[str, list[tuple[dict, dict]]] = {section: [] for section in sweeps}
+    for (section, variation, number), record in zip(order, records, strict=True):
         runs[section].append(({**variation, "launch": number}, record))
-        if alongside is not None and (index + 1 == len(order) or order[index + 1][2] != number):
-            alongside(number)
     return runs
 
 

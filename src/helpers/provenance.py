@@ -19,10 +19,11 @@ import nbformat
 import yaml
 from IPython.display import Markdown
 
+from helpers import reference_speed
 from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
-from helpers.stats import listed
+from helpers.stats import listed, plural
 from helpers.topology import describe_topology, seen_topology
 
 EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
@@ -137,6 +138,47 @@ def hardware_section(identifier: str, hardware: dict) -> list[str]:
         matrix = ANSI_ESCAPE.sub("", hardware["gpu_topology"])  # nvidia-smi underlines its header row
         lines += ["GPU topology (`nvidia-smi topo -m`):", "", "```text", matrix, "```", ""]
     return lines
+
+
+REFERENCE_FIGURES = {  # helpers.reference_speed's figures, as the page names them
+    "cpu_matmul_gflops": "one CPU thread, float32 product (GFLOP/s)",
+    "cpu_copy_gbps": "one CPU thread, memory copy (GB/s)",
+    "cuda_matmul_gflops": "GPU, float32 product (GFLOP/s)",
+    "cuda_copy_gbps": "GPU, memory copy (GB/s)",
+}
+
+
+def reference_section(identifier: str) -> list[str]:
+    """Markdown lines on the machine's speed across its records (``helpers.reference_speed``): per figure
+    the lowest, median and highest reference over the records of every run that carry one, so a reader
+    sees how far one machine's speed moved between the measurements a chapter compares."""
+    records = [
+        record
+        for folder in sorted(results_dir().glob("*"))
+        for path in sorted((folder / "records").glob("*.json"))
+        if (record := read_json(path)) and record.get("provenance_id") == identifier
+    ]
+    references = [record["reference"] for record in records if record.get("reference")]
+    if not records:
+        return []
+    if not references:
+        count = f"{len(records)} {plural(len(records), 'record')}"
+        return [f"Speed at measurement: not known for its {count}, measured before the study timed a "
+                "reference speed with each record.", ""]  # fmt: skip
+    lines = [
+        f"Speed at measurement: {len(references)} of its {len(records)} records carry the reference speed "
+        "timed at most a minute before them (`helpers.reference_speed`: a fixed workload, the same in "
+        "every run).",
+        "",
+        "| reference | records | lowest | median | highest | highest / lowest |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, figures in reference_speed.spread(references).items():
+        lines.append(
+            f"| {REFERENCE_FIGURES.get(name, name)} | {figures['records']} | {figures['lowest']:.3g} | "
+            f"{figures['median']:.3g} | {figures['highest']:.3g} | {1 + figures['gap']:.2f}× |"
+        )
+    return [*lines, ""]
 
 
 def fresh_seconds(profile: str, identifier: str, chapter: str) -> str:
@@ -333,7 +375,7 @@ def provenance_page() -> str:
         "",
     ]
     for identifier, hardware in machines.items():
-        lines += hardware_section(identifier, hardware)
+        lines += hardware_section(identifier, hardware) + reference_section(identifier)
     if not machines:
         lines += ["No chapter has been executed by the study runner yet.", ""]
     quoted = quoted_machines(set(machines))

@@ -15,7 +15,8 @@ finished one, however the prose, plots and tables around it have changed. "The s
 memory more or less, keeps the provenance id it was first stored under. Records of other machines and code
 versions are kept, and ``records`` leaves them out unless asked: a chapter shows the measurements of the
 machine that runs it. A record that cannot be read is set aside under ``records/unreadable/`` with a warning
-naming it, and measured again.
+naming it, and measured again. Each record measured carries ``reference`` (``helpers.reference_speed``:
+the machine's speed at that moment), and ``together`` keeps the halves of a comparison from two speeds.
 
 Reading another machine's records (``hardware.RECORDS_OF``, set by ``python -m helpers.study
 --from-records ID``): the store takes that machine's provenance id and fingerprint, and measures nothing:
@@ -38,7 +39,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
+from helpers import reference_speed
 from helpers.hardware import RECORDS_OF, fingerprint
 from helpers.measurements import code_version
 from helpers.paths import results_dir
@@ -154,6 +157,8 @@ class ResultStore:
             self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
         self.fixed_code = code  # tests pin a code version; otherwise each kind's (helpers.measurements)
         self.measured_at: set[str] = set()  # when each record this store has handed out was measured
+        self._together: dict | None = None  # the keys measured and reused inside ``together``
+        self._remeasure: set[str] = set()  # keys ``together`` found stale: measured again, not reused
 
     def code_version(self, kind: str) -> str:
         """The code version a record of ``kind`` gets (and must still have to be reused)."""
@@ -218,9 +223,12 @@ class ResultStore:
         if "kind" not in config:
             raise ValueError("a measurement config needs a 'kind'")
         canonical_json(config)  # refuse unserialisable configs before any work
-        if record := self.get(config):
+        key = self.key(config)
+        if key not in self._remeasure and (record := self.get(config)):
             self._log("reused", record)
             self.measured_at.add(record["measured_at"])
+            if self._together is not None and key not in self._together["measured"]:
+                self._together["reused"].add(key)  # (one measured afresh in this comparison is fresh)
             return record
         if self.records_of:
             chapter = os.environ.get(CHAPTER_VARIABLE, "this chapter")
@@ -228,6 +236,7 @@ class ResultStore:
                 f"{chapter}: machine {self.records_of} has no {config['kind']} record of "
                 f"{canonical_json(config)} (under code {self.code_version(config['kind'])}); measure it there"
             )
+        reference = reference_speed.current()  # the machine's speed now (cached for a minute)
         load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         started = time.perf_counter()
         result = function()
@@ -247,12 +256,36 @@ class ResultStore:
             # the machine's 1-minute load average before and after: other work competing with this
             # measurement shows here (a quiet 2-core machine running one process reads about 1)
             "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
+            "reference": reference,  # helpers.reference_speed: the machine's speed when this began
         }
         self._write_provenance()
         write_json_atomically(self.path(config), record)
         self._log("measured", record)
         self.measured_at.add(record["measured_at"])
+        self._remeasure.discard(key)
+        if self._together is not None:
+            self._together["measured"].add(key)
         return record
+
+    def together(self, body: Callable[[], object]):
+        """``body()``'s measurements as one comparison, whose halves are reused together or measured
+        together, never one without the other: when ``body`` measured some records afresh and reused
+        others (one side's records removed, or a run stopped halfway through a round), the reused ones
+        are stale halves, measured on another day at another speed, so ``body`` runs once more with
+        those measured again beside the fresh ones (which it then reuses). Returns what ``body``'s
+        last run returned; ``body`` must read its records from ``measure``, not keep them elsewhere."""
+        if self._together is not None:
+            raise RuntimeError("ResultStore.together does not nest: one comparison at a time")
+        self._together = {"measured": set(), "reused": set()}
+        try:
+            result = body()
+            if self._together["measured"] and self._together["reused"]:
+                self._remeasure |= self._together["reused"]
+                self._together = {"measured": set(), "reused": set()}
+                result = body()
+        finally:
+            self._together = None
+        return result
 
     def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:
         """Finished records of this run, optionally of one kind, oldest first: this machine's, measured
@@ -276,3 +309,36 @@ class ResultStore:
             row.update({k: v for k, v in record["result"].items() if not isinstance(v, list | dict)})
             rows.append(row)
         return pd.DataFrame(rows)
+
+
+def measured_in_rounds(
+    store: ResultStore,
+    entries: list,
+    round_of: Callable,
+    measure_one: Callable,
+    description: str,
+    after_round: Callable | None = None,
+) -> list:
+    """``measure_one(entry)`` for every entry, in order, with a progress bar: the entries of one round
+    (equal ``round_of(entry)``, consecutive: alternated launches, every configuration once, then again)
+    form one ``store.together``, so a round is reused whole or measured again whole, never half from
+    another day. ``after_round(round)``, when given, runs at the end of each round inside it (what is
+    compared with that round, measured minutes from it). Returns ``measure_one``'s results in order."""
+    numbers = dict.fromkeys(map(round_of, entries))
+    rounds = [[entry for entry in entries if round_of(entry) == number] for number in numbers]
+    measured_all = []
+    with tqdm(total=len(entries), desc=description) as progress:
+        for members in rounds:
+
+            def one_round(members=members, done=progress.n) -> list:
+                progress.n = done  # a round measured again counts its entries once
+                measured = []
+                for entry in members:
+                    measured.append(measure_one(entry))
+                    progress.update()
+                if after_round is not None:
+                    after_round(round_of(members[-1]))
+                return measured
+
+            measured_all.extend(store.together(one_round))
+    return measured_all

@@ -30,12 +30,12 @@ import pandas as pd
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
-from tqdm import tqdm
 
 from helpers.data import load_fsdd, take
 from helpers.ddp import GlobalBatchSampler
 from helpers.launch import launch
 from helpers.models import build_model
+from helpers.results import measured_in_rounds
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
 from helpers.stats import describe_speedup, interval_label, interval_text, launch_speedup, verdict_words
@@ -69,16 +69,20 @@ def stored_scaling_runs(
     """The DDP launches of each model and variation (``sharding.runs.stored_sharding_run``, strategy
     "ddp"), ``launches`` times each, alternating (every pair once, then again), through the store:
     (variation with its model and ``launch`` number, record) pairs for ``efficiency_table``."""
-    runs = []
     order = [(number, m, v) for number in range(launches) for m in models for v in variations]
-    for number, model, variation in tqdm(order, desc="scaling runs"):
-        batch = variation["global_batch_size"]
-        record = stored_sharding_run(
+
+    def launch(entry: tuple[int, str, dict]) -> dict:
+        number, model, variation = entry
+        return stored_sharding_run(
             store, variation["ranks"], launch_number=number, model=model, strategy="ddp",
-            global_batch_size=batch, **settings,
+            global_batch_size=variation["global_batch_size"], **settings,
         )  # fmt: skip
-        runs.append(({**variation, "model": model, "launch": number}, record))
-    return runs
+
+    records = measured_in_rounds(store, order, lambda entry: entry[0], launch, "scaling runs")
+    return [
+        ({**variation, "model": model, "launch": number}, record)
+        for (number, model, variation), record in zip(order, records, strict=True)
+    ]
 
 
 def shared_launch_note(world_sizes, per_rank_batch: int, global_batch: int) -> str:
@@ -213,11 +217,17 @@ def stored_accumulations(
     alternating (every pair once, then again): (variation with its ``launch`` number, record) pairs for
     ``accumulation_table``."""
     order = [(number, model, k) for number in range(launches) for model in models for k in micro_batch_counts]
+    records = measured_in_rounds(
+        store, order, lambda entry: entry[0],
+        lambda entry: stored_accumulation(
+            store, entry[1], train_samples, launch_number=entry[0], micro_batches=entry[2], **settings
+        ),
+        "accumulation runs",
+    )  # fmt: skip
     return [
-        ({"model": model, "micro_batches": k, "launch": number},
-         stored_accumulation(store, model, train_samples, launch_number=number, micro_batches=k, **settings))
-        for number, model, k in tqdm(order, desc="accumulation runs")
-    ]  # fmt: skip
+        ({"model": model, "micro_batches": k, "launch": number}, record)
+        for (number, model, k), record in zip(order, records, strict=True)
+    ]
 
 
 def accumulation_parity(

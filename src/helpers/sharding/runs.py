@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from helpers.collectives.model import bus_bandwidth_factor
 from helpers.ddp import ddp_bucket_bytes
 from helpers.launch import check_request, launch, without_advice
 from helpers.models import build_model
+from helpers.results import measured_in_rounds
 from helpers.sharding.memory import (
     FLOAT,
     check_stage,
@@ -188,12 +188,13 @@ def stored_sharding_runs(
     grid = [
         (number, model, strategy) for number in range(launches) for model in models for strategy in strategies
     ]
-    return [
-        stored_sharding_run(
-            store, world_size, launch_number=number, model=model, strategy=strategy, **settings
-        )
-        for number, model, strategy in tqdm(grid, desc="sharded runs")
-    ]
+    return measured_in_rounds(
+        store, grid, lambda entry: entry[0],
+        lambda entry: stored_sharding_run(
+            store, world_size, launch_number=entry[0], model=entry[1], strategy=entry[2], **settings
+        ),
+        "sharded runs",
+    )  # fmt: skip
 
 
 def first_launches(records: list[dict]) -> list[dict]:
