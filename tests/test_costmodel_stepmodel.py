@@ -45,6 +45,35 @@ def test_a_step_is_issued_op_by_op_and_priced_by_hand():
     assert step["device_seconds"] == pytest.approx(4e-5 + 4e-6 + 8e-5 + 2e-6)
 
 
+def tiny_conv() -> str:
+    """One convolution and one matrix product, each forward 2,000,000 FLOPs per sample in 1 kernel and
+    backward 4,000,000 in 2, with 100 B and 200 B per sample; 1,000 parameters, plain SGD."""
+    rows = tuple((name, kind, phase, flops, flops, per_sample, 0, kernels)
+                 for name, kind in (("0: Conv1d", "conv"), ("1: Linear", "matmul"))
+                 for phase, flops, per_sample, kernels in (("forward", 2_000_000, 100, 1),
+                                                           ("backward", 4_000_000, 200, 2)))  # fmt: skip
+    costs = gpus.ModelCosts(rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS)
+    return gpus.register("tiny conv (stepmodel test)", costs)
+
+
+def test_convolutions_run_on_their_own_curve_where_one_is_given():
+    shared = stepmodel.StepInputs(1e-5, 3e-5, peak_fraction=1.0, half_flops=2e7, memory=1.0, kernel_seconds=0)
+    own = stepmodel.StepInputs(1e-5, 3e-5, 1.0, 2e7, 1.0, 0, conv_peak_fraction=0.25, conv_half_flops=2e7)
+    name = tiny_conv()
+    # batch 10: every kernel does 2e7 FLOPs; a product at half the peak takes 4e-5 s, a convolution on its
+    # own curve at 0.25 x 1/2 = 1/8 of the peak 1.6e-4 s; the step's three convolution kernels are
+    # forward's one and backward's two
+    assert stepmodel.conv_seconds(name, 10, UNIT, shared) == pytest.approx(3 * 4e-5)
+    assert stepmodel.conv_seconds(name, 10, UNIT, own) == pytest.approx(3 * 1.6e-4)
+    assert stepmodel.conv_seconds(tiny(), 10, UNIT, own) == 0  # no convolution
+    products = stepmodel.predict_step(name, 10, UNIT, shared)["device_seconds"]
+    assert stepmodel.predict_step(name, 10, UNIT, own)["device_seconds"] == pytest.approx(
+        products + 3 * (1.6e-4 - 4e-5)
+    )  # the matrix product's kernels are priced as before
+    assert own.product_efficiency(2e7, "conv") == pytest.approx(0.125)
+    assert own.product_efficiency(2e7, "matmul") == shared.product_efficiency(2e7, "conv") == 0.5
+
+
 def test_a_host_bound_step_is_its_host_and_a_device_bound_one_its_kernels():
     slow_host = stepmodel.StepInputs(1e-3, 1e-3, 1.0, 1.0, 1.0, 0.0)
     step = stepmodel.predict_step(tiny(), 10, UNIT, slow_host)

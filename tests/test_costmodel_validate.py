@@ -2,6 +2,7 @@
 stopped by its limit with what it finished kept); the step model's inputs recovered from steps it made
 itself, each model predicted from the others, the goals counted by hand; bad input is one line."""
 
+import dataclasses
 import functools
 import math
 
@@ -12,7 +13,7 @@ from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
 from helpers.costmodel import validate
 from helpers.costmodel.specs import GPUS
-from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
+from helpers.costmodel.stepmodel import StepInputs, conv_seconds, layer_ops, predict_step
 from helpers.results import ResultStore
 
 H200 = GPUS["H200 SXM 141 GB"]
@@ -41,8 +42,10 @@ def test_every_batch_and_seed_is_profiled_once_and_reused(tmp_path, mel_cnn):
     assert [r["measured_at"] for r in reused] == [r["measured_at"] for r in first]
     frame = validate.profile_frame(first)
     assert list(frame.columns) == ["machine", "model", "batch", "seed", "step_seconds", "layers_host_seconds",
-                                   "optimizer_host_seconds", "kernel_seconds"]  # fmt: skip
+                                   "optimizer_host_seconds", "kernel_seconds",
+                                   "conv_kernel_seconds"]  # fmt: skip
     assert set(frame["model"]) == {"MelCNN [0e882f44]"} and (frame["kernel_seconds"] == 0.0).all()  # no GPU
+    assert (frame["conv_kernel_seconds"] == 0.0).all()
     phases = {phase["phase"]: phase["host_seconds"] for phase in first[0]["result"]["phases"]}
     assert frame["layers_host_seconds"][0] == phases["forward"] + phases["backward"]
     observed = validate.observed_steps(frame)
@@ -71,19 +74,21 @@ def test_bad_batches_are_one_line_before_any_work(capsys):
 
 
 TRUE_INPUTS = StepInputs(op_seconds=5e-5, optimizer_seconds=4e-4, peak_fraction=0.5, half_flops=1e7,
-                         memory=0.7, kernel_seconds=3e-6)  # fmt: skip
+                         memory=0.7, kernel_seconds=3e-6, conv_peak_fraction=0.15,
+                         conv_half_flops=1e8)  # fmt: skip
 
 
-def synthetic(models=("LinearNet", "ConvNet"), batches=(16, 256)) -> pd.DataFrame:
-    """``observed_steps`` rows made by the step model itself from ``TRUE_INPUTS`` on the H200's datasheet."""
+def synthetic(models=("LinearNet", "ConvNet"), batches=(16, 256), inputs=TRUE_INPUTS) -> pd.DataFrame:
+    """``observed_steps`` rows made by the step model itself from ``inputs`` on the H200's datasheet."""
     rows = []
     for model in models:
         for batch in batches:
-            step = predict_step(model, batch, H200, TRUE_INPUTS)
+            step = predict_step(model, batch, H200, inputs)
             rows.append({"machine": "m", "model": model, "batch": batch, "step_seconds": step["step_seconds"],
-                         "layers_host_seconds": layer_ops(model) * TRUE_INPUTS.op_seconds,
-                         "optimizer_host_seconds": TRUE_INPUTS.optimizer_seconds,
+                         "layers_host_seconds": layer_ops(model) * inputs.op_seconds,
+                         "optimizer_host_seconds": inputs.optimizer_seconds,
                          "kernel_seconds": step["device_seconds"], "step_low": step["step_seconds"],
+                         "conv_kernel_seconds": conv_seconds(model, batch, H200, inputs),
                          "step_high": step["step_seconds"], "runs": 1})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -94,17 +99,27 @@ def test_calibration_recovers_the_inputs_that_made_the_steps():
     assert central.op_seconds == pytest.approx(5e-5) and central.optimizer_seconds == pytest.approx(4e-4)
     corners = [value for corner in calibration["host_corners"] for value in corner]
     assert corners == pytest.approx([5e-5, 4e-4] * 4)  # one host time per op: no spread
-    for row in synthetic().itertuples():  # the fitted device curve reproduces every kernel time
+    for row in synthetic().itertuples():  # the fitted device curves reproduce every kernel time
         fitted = predict_step(row.model, row.batch, H200, central)["device_seconds"]
         assert fitted == pytest.approx(row.kernel_seconds)
+    # the convolutions' own curve, from ConvNet's convolution operators alone
+    assert (central.conv_peak_fraction, central.conv_half_flops) == (0.15, 1e8)
+    assert validate.fit_conv(synthetic(models=("LinearNet",)), H200) is None  # no convolution to fit on
 
 
 def test_leave_one_out_predicts_each_model_from_the_others():
-    table = validate.leave_one_out(synthetic(), H200)
+    shared = dataclasses.replace(TRUE_INPUTS, conv_peak_fraction=None, conv_half_flops=None)
+    table = validate.leave_one_out(synthetic(inputs=shared), H200)
     assert list(table["model"]) == ["LinearNet", "LinearNet", "ConvNet", "ConvNet"]
     assert table["in_sample_ratio"].to_numpy() == pytest.approx(1.0)
     assert table["out_of_sample_ratio"].to_numpy() == pytest.approx(1.0)  # the same inputs made both
     assert table["inside_band"].all() and (table["band_width"] >= 1).all()
+    # convolutions on a slower curve of their own: in sample it is fitted; held out, with no other model
+    # that convolves, ConvNet's convolutions can only be priced as products, and come out too fast
+    table = validate.leave_one_out(synthetic(), H200)
+    assert table["in_sample_ratio"].to_numpy() == pytest.approx(1.0)
+    held_out = table[table["model"] == "ConvNet"]["out_of_sample_ratio"]
+    assert (held_out < 0.9).all()
 
 
 def test_the_goals_are_counted_from_batch_32_per_model_and_over_all():
@@ -151,7 +166,8 @@ def hand_table() -> pd.DataFrame:
 
 def test_the_chapter_reads_the_check_as_ratios_first():
     table = hand_table()
-    validation = {"table": table, "summary": validate.goal_summary(table)}
+    validation = {"table": table, "summary": validate.goal_summary(table), "ceilings": {"matmul": 4e13},
+                  "convolving": []}  # fmt: skip
     text = validate.validation_sentences(validation)["step_model_check"]
     # batches 32 and 64 only. Roofline ratios 0.25, 0.3, 0.2, 0.2: median 0.225, |ln| 1.386, 1.204, 1.609,
     # 1.609, median 1.498, a factor of 4.47. Out of sample 1.05, 1.1, 1.5, 1.5: median 1.3, |ln| median
@@ -165,9 +181,21 @@ def test_the_chapter_reads_the_check_as_ratios_first():
         "error of 30 %); 2 of 4 points fall within 0.8–1.25×, and its bands, ranges over the calibration "
         "models' host times and device fits rather than confidence intervals, hold the measured step at 4 "
         "of them at a median width of 2.0×. Its median error is within 15 % for A. B is off by a factor of "
-        "1.65 even calibrated on both: one efficiency curve for every product and one host time per op "
+        "1.65 even calibrated on both: one efficiency curve per kind of product and one host time per op "
         "cannot fit it and the others at once."
     )
+    # convolutions on a curve of their own, fitted on both, with A and B the only ones that convolve
+    validation.update(ceilings={"matmul": 4.69e13, "conv": 1.005e13}, convolving=["A", "B"])
+    text = validate.validation_sentences(validation)["step_model_check"]
+    assert text.endswith(
+        "Convolutions run on a curve of their own, fitted on the profiled convolution operators: "
+        "calibrated on both, the curves level off at 10.1 TFLOP/s for cuDNN's float32 convolutions and at "
+        "46.9 for matrix products. Only A and B have convolutions, so each, held out, is priced on the "
+        "other's alone: one convolution curve, no spread."
+    )  # both bands hold their points (4 of 4): nothing to add
+    validation["summary"].loc["B", "inside band"] = 0.0
+    text = validate.validation_sentences(validation)["step_model_check"]
+    assert text.endswith("no spread; B's band holds the measured step at none of its 2 points.")
     view = validate.summary_view(validation["summary"])
     assert view.loc["B", "out of sample, off by"] == "1.50×" and view.loc["all", "points"] == 4
     assert view.loc["A", "share within 0.8–1.25×"] == "100 %"

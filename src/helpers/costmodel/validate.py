@@ -32,7 +32,7 @@ from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
 from helpers.costmodel import gpus, recommend
 from helpers.costmodel.specs import GPUS, gpu_key
-from helpers.costmodel.stepmodel import StepInputs, layer_ops, predict_step
+from helpers.costmodel.stepmodel import StepInputs, conv_seconds, layer_ops, predict_step
 from helpers.data import CLIP_SAMPLES
 from helpers.hardware import describe
 from helpers.paths import results_dir
@@ -70,7 +70,8 @@ def datasheet_gpu(hardware: dict) -> str | None:
 def profile_frame(records: list[dict]) -> pd.DataFrame:
     """One row per profiled run: machine, model (its counted name), batch, seed, the unprofiled step's
     median (device clock on a GPU, host otherwise), the host's issue time of the layers (forward and
-    backward phases) and of the optimizer's step, and the profiled kernels' time, in seconds."""
+    backward phases) and of the optimizer's step, the profiled kernels' time, and the part of it in
+    convolutions (cuDNN's forward and backward operators), in seconds."""
     rows = []
     for record in records:
         config, result = record["config"], record["result"]
@@ -84,6 +85,11 @@ def profile_frame(records: list[dict]) -> pd.DataFrame:
             "layers_host_seconds": host["forward"] + host["backward"],
             "optimizer_host_seconds": host["optimizer"],
             "kernel_seconds": result["device_seconds"] or 0.0,
+            "conv_kernel_seconds": sum(
+                op.get("device_self_seconds") or 0.0
+                for op in result.get("operators", [])
+                if op["operator"] in CONV_OPERATORS
+            ),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -101,6 +107,8 @@ def observed_steps(runs: pd.DataFrame) -> pd.DataFrame:
 
 # The device curve is fitted on a grid: coarse on purpose, since three models cannot pin it finer
 PEAK_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
+CONV_PEAK_FRACTIONS = (0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 0.9)  # cuDNN's float32 convolutions reach less
+CONV_OPERATORS = ("aten::cudnn_convolution", "aten::convolution_backward")
 HALF_FLOPS = (1e5, 1e6, 1e7, 3e7, 1e8, 3e8, 1e9)
 MEMORY_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
 KERNEL_FLOORS = (2e-6, 3e-6, 4e-6, 6e-6)
@@ -111,12 +119,33 @@ def log_error(predicted: float, measured: float) -> float:
     return abs(math.log(predicted / measured))
 
 
-def fit_device(observed: pd.DataFrame, gpu) -> tuple[float, float, float, float]:
-    """(peak_fraction, half_flops, memory, kernel_seconds) whose predicted kernel time has the least
-    median ``log_error`` against the profiled kernels' time over every row of ``observed``."""
+def fit_conv(observed: pd.DataFrame, gpu) -> tuple[float, float] | None:
+    """(conv_peak_fraction, conv_half_flops) whose predicted convolution time has the least median
+    ``log_error`` against the profiled convolution operators' time, over the rows of models with
+    convolutions; None when no model in ``observed`` has any (convolutions then share the products')."""
+    rows = [row for row in observed.itertuples() if row.conv_kernel_seconds > 0]
+    if not rows:
+        return None
 
     def error(point) -> float:
-        inputs = StepInputs(0.0, 0.0, *point)
+        inputs = StepInputs(0.0, 0.0, 1.0, 1.0, 1.0, 0.0, *point)
+        return statistics.median(
+            log_error(conv_seconds(row.model, int(row.batch), gpu, inputs), row.conv_kernel_seconds)
+            for row in rows
+        )
+
+    return min(itertools.product(CONV_PEAK_FRACTIONS, HALF_FLOPS), key=error)
+
+
+def fit_device(observed: pd.DataFrame, gpu, conv: tuple[float, float] | None = None) -> tuple:
+    """(peak_fraction, half_flops, memory, kernel_seconds, conv_peak_fraction, conv_half_flops) whose
+    predicted kernel time has the least median ``log_error`` against the profiled kernels' time over every
+    row of ``observed``: the convolutions' curve first, from their own operators (``fit_conv``; ``conv``
+    where ``observed`` has none), the rest with it fixed."""
+    conv = fit_conv(observed, gpu) or conv or (None, None)
+
+    def error(point) -> float:
+        inputs = StepInputs(0.0, 0.0, *point, *conv)
         return statistics.median(
             log_error(predict_step(row.model, int(row.batch), gpu, inputs)["device_seconds"],
                       row.kernel_seconds)
@@ -124,23 +153,25 @@ def fit_device(observed: pd.DataFrame, gpu) -> tuple[float, float, float, float]
         )  # fmt: skip
 
     grid = itertools.product(PEAK_FRACTIONS, HALF_FLOPS, MEMORY_FRACTIONS, KERNEL_FLOORS)
-    return min(grid, key=error)
+    return (*min(grid, key=error), *conv)
 
 
 def calibrate(observed: pd.DataFrame, gpu) -> dict:
     """The step model's inputs from the models in ``observed``: the host per layer op and per optimizer
     step, their medians over the rows (``central``) and their lowest and highest (``host_corners``), and
-    the device curve fitted on all of them together (``central``) and on each model alone (``device_fits``,
-    how far the models disagree). What a band of the prediction spans."""
+    the device curves fitted on all of them together (``central``) and on each model alone (``device_fits``,
+    how far the models disagree; a model without convolutions keeps the joint convolution curve). What a
+    band of the prediction spans."""
     per_op = observed["layers_host_seconds"] / observed["model"].map(layer_ops)
     optimizer = observed["optimizer_host_seconds"]
-    device = fit_device(observed, gpu)
-    alone = {fit_device(rows, gpu) for _, rows in observed.groupby("model")}
+    conv = fit_conv(observed, gpu)
+    device = fit_device(observed, gpu, conv)
+    alone = {fit_device(rows, gpu, conv) for _, rows in observed.groupby("model")}
     corners = [(op, opt) for op in (per_op.min(), per_op.max()) for opt in (optimizer.min(), optimizer.max())]
     return {
         "central": StepInputs(float(per_op.median()), float(optimizer.median()), *device),
         "host_corners": corners,
-        "device_fits": sorted(alone | {device}),
+        "device_fits": sorted(alone | {device}, key=str),
     }
 
 
@@ -156,12 +187,13 @@ def predicted(model: str, batch: int, gpu, calibration: dict) -> dict[str, float
     return {"predicted": central, "low": min(band), "high": max(band)}
 
 
-def leave_one_out(observed: pd.DataFrame, gpu) -> pd.DataFrame:
+def leave_one_out(observed: pd.DataFrame, gpu, everything: dict | None = None) -> pd.DataFrame:
     """Every measured step of one machine (``observed_steps`` rows) with chapter 5's roofline at its central
-    values (what this model replaces), its in-sample prediction (calibrated on every model) and its
-    out-of-sample one (calibrated on the other models), each as a ratio predicted / measured, with the
-    out-of-sample band, its width (high / low) and whether it holds the measured step."""
-    everything = calibrate(observed, gpu)
+    values (what this model replaces), its in-sample prediction (calibrated on every model: ``everything``,
+    when already calibrated) and its out-of-sample one (calibrated on the other models), each as a ratio
+    predicted / measured, with the out-of-sample band, its width (high / low) and whether it holds the
+    measured step."""
+    everything = everything or calibrate(observed, gpu)
     rows = []
     for model, held in observed.groupby("model", sort=False):
         others = calibrate(observed[observed["model"] != model], gpu)
@@ -238,18 +270,27 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
 
 def machine_validation(store: ResultStore, observed: pd.DataFrame) -> dict | None:
     """``leave_one_out`` of the ``observed_steps`` rows of the machine whose records ``store`` reads, with
-    its ``goal_summary``, its GPU (``gpu``), its hardware as a title line (``hardware``) and the host time
-    per layer op its models show (``op_seconds``: lowest and highest over its rows); None where the
+    its ``goal_summary``, its GPU (``gpu``), its hardware as a title line (``hardware``), the host time
+    per layer op its models show (``op_seconds``: lowest and highest over its rows), the FLOP/s the curves
+    fitted on every model level off at (``ceilings``: matrix products, and convolutions where fitted) and
+    the models with convolutions (``convolving``); None where the
     roofline knows no GPU of the machine or fewer than three models were profiled (two calibrate nothing
     out of sample)."""
     gpu = GPUS.get(datasheet_gpu(store.hardware) or "")
     if gpu is None or observed["model"].nunique() < 3:
         return None
-    table = leave_one_out(observed, gpu)
+    everything = calibrate(observed, gpu)
+    table = leave_one_out(observed, gpu, everything)
     per_op = observed["layers_host_seconds"] / observed["model"].map(layer_ops)
+    central = everything["central"]
+    ceilings = {"matmul": central.peak_fraction * gpu.fp32_flops}
+    if central.conv_peak_fraction is not None:
+        ceilings["conv"] = central.conv_peak_fraction * gpu.fp32_flops
+    convolving = observed[observed["conv_kernel_seconds"] > 0]["model"].str.split(" [", regex=False).str[0]
     return {"machine": store.provenance_id, "gpu": gpu, "hardware": describe(store.hardware),
             "table": table, "summary": goal_summary(table),
-            "op_seconds": (float(per_op.min()), float(per_op.max()))}  # fmt: skip
+            "op_seconds": (float(per_op.min()), float(per_op.max())),
+            "ceilings": ceilings, "convolving": sorted(set(convolving))}  # fmt: skip
 
 
 def profiled_machines(run: str = "gpu") -> dict[str, tuple[ResultStore, list[dict]]]:
@@ -366,9 +407,28 @@ def validation_sentences(validation: dict) -> dict[str, str]:
     for model in unfit:
         text += (
             f" {model} is off by a factor of {summary.loc[model, 'fold, in sample']:.2f} even calibrated on "
-            f"{every_model}: one efficiency curve for every product and one host time per op cannot fit it "
+            f"{every_model}: one efficiency curve per kind of product and one host time per op cannot fit it "
             "and the others at once."
         )
+    ceilings, convolving = validation["ceilings"], validation["convolving"]
+    if "conv" in ceilings:
+        conv, matmul = ceilings["conv"] / 1e12, ceilings["matmul"] / 1e12
+        text += (
+            " Convolutions run on a curve of their own, fitted on the profiled convolution operators: "
+            f"calibrated on {every_model}, the curves level off at {conv:.1f} TFLOP/s for cuDNN's float32 "
+            f"convolutions and at {matmul:.1f} for matrix products."
+        )
+        if len(convolving) == 2:
+            first, second = convolving
+            text += f" Only {first} and {second} have convolutions, so each, held out, is priced on the "
+            text += "other's alone: one convolution curve, no spread"
+            for model in convolving:
+                points = int(summary.loc[model, "points"])
+                held = round(summary.loc[model, "inside band"] * points)
+                if held < points / 2:
+                    count = "none" if held == 0 else str(held)
+                    text += f"; {model}'s band holds the measured step at {count} of its {points} points"
+            text += "."
     return {"step_model_check": text}
 
 
