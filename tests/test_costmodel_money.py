@@ -105,7 +105,7 @@ def test_measured_run_costs_price_each_rank_and_compare_with_one():
         ddp_record("LinearNet", 2, 5.0),  # no one-rank run to compare with: left out
     ]  # fmt: skip
     costs = money.measured_run_costs(records, "3.60", bucket_cap_mb=25)
-    assert costs["setup"].tolist() == ["ConvNet, 1 rank(s)", "ConvNet, 2 rank(s)"]
+    assert costs["setup"].tolist() == ["ConvNet, 1 rank", "ConvNet, 2 ranks"]
     assert costs["ranks"].tolist() == [1, 2]
     assert costs["dollars_per_epoch"].tolist() == [0.036, 0.04]  # 36 s at $3.60/h; 20 s at $7.20/h
     assert costs["speedup"].tolist() == [1.0, 1.8] and costs["delta"].tolist() == [1.0, 0.9]

@@ -24,9 +24,9 @@ def paths(gpus: int) -> list[str]:
 
 def test_the_plan_for_one_gpu():
     planned = paths(1)
-    assert [p for p in planned if p.startswith("DDP")] == ["DDP nccl, 1 rank(s)", "DDP gloo on cuda, 2 ranks"]
+    assert [p for p in planned if p.startswith("DDP")] == ["DDP nccl, 1 rank", "DDP gloo on cuda, 2 ranks"]
     assert [p for p in planned if p.startswith("ring")] == ["ring collectives, gloo on cuda, 2 ranks"]
-    assert [p for p in planned if p.startswith("DataParallel")] == ["DataParallel, 1 replica(s)"]
+    assert [p for p in planned if p.startswith("DataParallel")] == ["DataParallel, 1 replica"]
     assert "NCCL, more ranks than GPUs" in planned and "peer copy GPU 0 → 1" not in planned
     for name in ("LinearNet", "ConvNet"):
         for path in ("training step", "bf16 autocast", "profiler trace", "memory"):
@@ -36,7 +36,7 @@ def test_the_plan_for_one_gpu():
 def test_the_plan_for_four_gpus():
     planned = paths(4)
     assert [p for p in planned if p.startswith("DDP nccl")] == [
-        f"DDP nccl, {k} rank(s)" for k in (1, 2, 3, 4)
+        f"DDP nccl, {k} rank{'s' if k > 1 else ''}" for k in (1, 2, 3, 4)
     ]
     assert [p for p in planned if p.startswith("DDP gloo")] == [
         "DDP gloo on cuda, 2 ranks",
@@ -46,7 +46,7 @@ def test_the_plan_for_four_gpus():
         f"ring collectives, nccl, {k} ranks" for k in (2, 3, 4)
     ]
     assert [p for p in planned if p.startswith("DataParallel")] == [
-        f"DataParallel, {r} replica(s)" for r in (1, 2, 3, 4)
+        f"DataParallel, {r} replica{'s' if r > 1 else ''}" for r in (1, 2, 3, 4)
     ]
     assert "peer copy GPU 0 → 1" in planned
 
@@ -82,7 +82,7 @@ def test_every_check_runs_its_own_code_on_the_cpu(recordings):
     assert failed.empty, failed.to_dict("records")
     assert set(table["path"]) >= {
         "training step, ConvNet", "bf16 autocast, LinearNet", "profiler trace, ConvNet",
-        "DataParallel, 2 replica(s)", "DDP gloo on cpu, 2 ranks", "ring collectives, gloo on cpu, 2 ranks",
+        "DataParallel, 2 replicas", "DDP gloo on cpu, 2 ranks", "ring collectives, gloo on cpu, 2 ranks",
     }  # fmt: skip
 
 

@@ -128,7 +128,7 @@ def test_lightning_is_compared_at_the_largest_size_it_can_run_and_says_what_it_s
     monkeypatch.setattr(worker, "visible_gpus", lambda: 1)
     settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
     size, skipped = lightning_ddp.planned_ranks([1, 2, 4], settings)
-    assert size == 1 and [reason.split(":")[0] for reason in skipped] == ["4 rank(s)", "2 rank(s)"]
+    assert size == 1 and [reason.split(":")[0] for reason in skipped] == ["4 ranks", "2 ranks"]
     assert all("Lightning runs one rank per GPU" in reason for reason in skipped)
     monkeypatch.setattr(worker, "visible_gpus", lambda: 4)
     assert lightning_ddp.planned_ranks([1, 2, 4], settings) == (4, [])
@@ -140,9 +140,7 @@ def test_when_lightning_can_run_nothing_the_comparison_is_empty_and_says_why(mon
     settings = {"backend": "gloo", "device": "cuda", "global_batch_size": 100}
     frameworks = lightning_ddp.compare(None, ["LinearNet"], [2, 4], settings)
     assert frameworks["launches"].empty and frameworks["table"].empty and frameworks["ranks"] is None
-    assert frameworks["note"].startswith(
-        "Not compared: Lightning can run none of the sizes. Skipped 4 rank(s)"
-    )
+    assert frameworks["note"].startswith("Not compared: Lightning can run none of the sizes. Skipped 4 ranks")
 
 
 def test_a_round_launches_lightning_at_the_size_the_comparison_reads(monkeypatch):
@@ -179,4 +177,4 @@ def test_the_comparison_table_says_identical_losses_in_words(monkeypatch):
     assert table.loc[lightning, "loss difference (relative)"] == "0 (identical)"
     # by hand 1.0 s, Lightning 2.0 s in every launch: Lightning's speed-up over it is 0.5
     assert table.loc[lightning, "against by hand"] == "slower, 0.50× (0.50–0.50×, 3 launches each)"
-    assert frameworks["note"] == "Compared at 2 rank(s), 3 launches each."
+    assert frameworks["note"] == "Compared at 2 ranks, 3 launches each."

@@ -22,7 +22,7 @@ from helpers.results import canonical_json
 from helpers.sharding.runs import WORKER as SHARDING
 from helpers.sharding.runs import placement, sharding_config
 from helpers.sharding.tasks import STRATEGIES
-from helpers.train import WARMUP_STEPS
+from helpers.train import WARMUP_STEPS, counted
 
 
 def _device(parameters: dict, machine: Machine) -> str:
@@ -169,13 +169,13 @@ def chapter_three(p: dict, machine: Machine) -> list[Item]:
     for model in p["lightning_models"] if lightning_size else []:  # was models_to_time
         item = _ddp_item(
             chapter,
-            f"Lightning, {model}, {lightning_size} rank(s)",
+            f"Lightning, {model}, {counted(lightning_size, 'rank')}",
             {**common, "model": model},
             lightning_size,
         )
         item.request = Request(lightning_ddp.MODULE, lightning_size, item.request.config)
         item.repeats = p["launches"]  # one per round of the sweeps (lightning_ddp.launch_round)
-        by_hand = _ddp_item(chapter, f"DDP by hand, {model}, {lightning_size} rank(s)",
+        by_hand = _ddp_item(chapter, f"DDP by hand, {model}, {counted(lightning_size, 'rank')}",
                             {**common, "model": model}, lightning_size)  # fmt: skip
         by_hand.repeats = p["launches"]  # the scaling sweep's own launches where it has these settings
         items += [item, by_hand]
@@ -193,7 +193,7 @@ def chapter_three(p: dict, machine: Machine) -> list[Item]:
         for m in p["models_to_time"]
     ]
     for model in p["models_to_time"]:  # against DDP's launches of the same round: the scaling sweep's
-        item = _ddp_item(chapter, f"DDP against DataParallel, {model}, {size} rank(s)",
+        item = _ddp_item(chapter, f"DDP against DataParallel, {model}, {counted(size, 'rank')}",
                          {**common, "model": model}, size)  # fmt: skip
         item.repeats = p["launches"]
         items.append(item)
@@ -338,7 +338,7 @@ def chapter_six(p: dict, machine: Machine) -> list[Item]:
             config = sharding_config(backend=backend, device=device, gpus=p["gpus"], model=model,
                                      strategy="ddp", global_batch_size=batch, steps=p["scaling_steps"],
                                      train_samples=p["train_samples"])  # fmt: skip
-            what = f"{variation['scaling']} scaling, {model}, {ranks} rank(s)"
+            what = f"{variation['scaling']} scaling, {model}, {counted(ranks, 'rank')}"
             items.append(Item(chapter, what, model, batch // ranks, p["scaling_steps"], device,
                               Request(SHARDING, ranks, config), repeats=launches))  # fmt: skip
     k = max(p["world_sizes"])
@@ -400,7 +400,8 @@ def chapter_seven(p: dict, machine: Machine) -> list[Item]:
                       "device": device, "input_shape": [1, 12_000], "dtype": "float32", "optimizer": "adam",
                       "bucket_cap_mb": 25, "warmup_steps": WARMUP_STEPS, "timed_steps": p["timed_steps"],
                       "timeout_seconds": 60}  # fmt: skip
-            items.append(Item(chapter, f"DDP of {name}, {k} rank(s)", None, p["global_batch"] // k, 0, device,
+            what = f"DDP of {name}, {counted(k, 'rank')}"
+            items.append(Item(chapter, what, None, p["global_batch"] // k, 0, device,
                               Request(ADVISE, k, config), fixed_seconds=TIMING_SECONDS,
                               repeats=p["launches"]))  # fmt: skip
     return items

@@ -282,7 +282,7 @@ def check_rings(backend: str, device: str, world_size: int) -> str:
     failed = [check for check in checks if not check["equal"]]
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(checks)} unequal, first: {failed[0]}")
-    return f"{len(checks)} checks on {world_size} rank(s), all exactly equal"
+    return f"{train.counted(len(checks), 'check')} on {train.counted(world_size, 'rank')}, all exactly equal"
 
 
 SHARDED = ("ddp", "zero1", "fsdp")  # DDP is the reference the sharded strategies are held against
@@ -382,13 +382,13 @@ def planned_checks(gpus: int, device: str = "cuda", machine: Machine | None = No
                 check_memory, name, first, window=memory_window(name)[1:])  # fmt: skip
     for replicas in range(1, max(gpus, 1) + 1):
         devices = [f"cuda:{r}" for r in range(replicas)] if device == "cuda" else ["cpu"] * max(replicas, 2)
-        add(f"DataParallel, {len(devices)} replica(s)", "parameters against one device and torch's",
-            check_dataparallel, "ConvNet", devices)  # fmt: skip
+        add(f"DataParallel, {train.counted(len(devices), 'replica')}",
+            "parameters against one device and torch's", check_dataparallel, "ConvNet", devices)  # fmt: skip
     nccl = list(range(1, gpus + 1)) if device == "cuda" else []
     gloo = sorted({2, max(gpus + 1, 2)})
     ddp_compared = "epoch losses against gloo/cpu; bytes per step"
     for k in nccl:
-        add(f"DDP nccl, {k} rank(s)", ddp_compared, check_ddp, "nccl", device, k,
+        add(f"DDP nccl, {train.counted(k, 'rank')}", ddp_compared, check_ddp, "nccl", device, k,
             launches=ddp_launches("nccl", k))  # fmt: skip
     for k in gloo:
         add(f"DDP gloo on {device}, {k} ranks", ddp_compared, check_ddp, "gloo", device, k,

@@ -50,7 +50,7 @@ from helpers.ddp_results import relative_difference
 from helpers.launch import check_launch, launch
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import describe_speedup, launch_speedup
-from helpers.train import evaluate, make_optimizer, to_device
+from helpers.train import counted, evaluate, make_optimizer, to_device
 from helpers.worker import (
     group_timeout,
     leave_after_error,
@@ -362,7 +362,7 @@ def planned_ranks(world_sizes, settings: dict, machine=None) -> tuple[int | None
         try:
             check_lightning_request(ddp_config(**settings), size, machine=machine)
         except ValueError as error:
-            skipped.append(f"{size} rank(s): {error}")
+            skipped.append(f"{counted(size, 'rank')}: {error}")
             continue
         return size, skipped
     return None, skipped
@@ -417,7 +417,7 @@ def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> di
                          "train loss": f"{last['train_loss']:.4f}",
                          "loss difference (relative)": difference if ours_row else ""})  # fmt: skip
     compared = (
-        f"Compared at {size} rank(s), {launches} launches each."
+        f"Compared at {counted(size, 'rank')}, {counted(launches, 'launch')} each."
         if size
         else "Not compared: Lightning can run none of the sizes."
     )

@@ -12,6 +12,8 @@ from fractions import Fraction
 
 import pandas as pd
 
+from helpers.stats import plural
+
 SECONDS_PER_HOUR = 3600
 
 
@@ -277,10 +279,10 @@ def measured_run_costs(records: list[dict], hourly_price_per_device, **settings)
         if 1 not in runs or len(runs) < 2:
             continue
         rows = [
-            (f"{model}, {k} rank(s)", exact(seconds), exact(hourly_price_per_device) * k)
+            (f"{model}, {k} {plural(k, 'rank')}", exact(seconds), exact(hourly_price_per_device) * k)
             for k, seconds in sorted(runs.items())
         ]
-        costs = table_one(rows, baseline=f"{model}, 1 rank(s)")
+        costs = table_one(rows, baseline=f"{model}, 1 rank")
         frames.append(costs.assign(model=model, ranks=sorted(runs)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
