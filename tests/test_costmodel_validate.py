@@ -166,8 +166,8 @@ def hand_table() -> pd.DataFrame:
 
 def test_the_chapter_reads_the_check_as_ratios_first():
     table = hand_table()
-    validation = {"table": table, "summary": validate.goal_summary(table), "ceilings": {"matmul": 4e13},
-                  "convolving": []}  # fmt: skip
+    validation = {"table": table, "summary": validate.goal_summary(table), "conv_peak_fraction": None,
+                  "convolving": [], "gpu": H200}  # fmt: skip
     text = validate.validation_sentences(validation)["step_model_check"]
     # batches 32 and 64 only. Roofline ratios 0.25, 0.3, 0.2, 0.2: median 0.225, |ln| 1.386, 1.204, 1.609,
     # 1.609, median 1.498, a factor of 4.47. Out of sample 1.05, 1.1, 1.5, 1.5: median 1.3, |ln| median
@@ -177,25 +177,28 @@ def test_the_chapter_reads_the_check_as_ratios_first():
     assert text == (
         "On the H200 the study measured, at batches of 32 and more, the roofline's central step is a median "
         "0.23× the measured one, off by a median factor of 4.5. The step model, calibrated on the other "
-        "model, predicts a median 1.30×, off by a median factor of 1.28 (1.33 calibrated on both; a median "
-        "error of 30 %); 2 of 4 points fall within 0.8–1.25×, and its bands, ranges over the calibration "
-        "models' host times and device fits rather than confidence intervals, hold the measured step at 4 "
-        "of them at a median width of 2.0×. Its median error is within 15 % for A. B is off by a factor of "
+        "model, predicts a median 1.30×, off by a median factor of 1.28, a median error of 30 % (calibrated "
+        "on both instead: 1.33); 2 of 4 points fall within 0.8–1.25×. Its band, the spread of its "
+        "predictions over the calibration models' host times and device fits (a range, not a confidence "
+        "interval), holds the measured step at 4 of them, at a median width (highest ÷ lowest) of 2.0×. "
+        "Its median error is within 15 % for A. B is off by a factor of "
         "1.65 even calibrated on both: one efficiency curve per kind of product and one host time per op "
         "cannot fit it and the others at once."
     )
-    # convolutions on a curve of their own, fitted on both, with A and B the only ones that convolve
-    validation.update(ceilings={"matmul": 4.69e13, "conv": 1.005e13}, convolving=["A", "B"])
+    # convolutions on a curve of their own (17 % of the H200's 67 TFLOP/s: 11.39), with A and B the only
+    # models that convolve
+    validation.update(conv_peak_fraction=0.17, convolving=["A", "B"])
     text = validate.validation_sentences(validation)["step_model_check"]
     assert text.endswith(
-        "Convolutions run on a curve of their own, fitted on the profiled convolution operators: "
-        "calibrated on both, the curves level off at 10.1 TFLOP/s for cuDNN's float32 convolutions and at "
-        "46.9 for matrix products. Only A and B have convolutions, so each, held out, is priced on the "
-        "other's alone: one convolution curve, no spread."
+        "Convolutions get an efficiency curve of their own (the share of the FP32 peak a kernel reaches, "
+        "rising with its FLOPs and levelling off), fitted on the time of the profiled convolution operators "
+        "of A and B: it levels off at 11.4 TFLOP/s (17 % of the peak) for these models' float32 "
+        "convolutions as cuDNN ran them. With two such models, each one held out takes its convolution "
+        "curve from the other alone, which gives no range."
     )  # both bands hold their points (4 of 4): nothing to add
     validation["summary"].loc["B", "inside band"] = 0.0
     text = validate.validation_sentences(validation)["step_model_check"]
-    assert text.endswith("no spread; B's band holds the measured step at none of its 2 points.")
+    assert text.endswith("which gives no range; B's band holds the measured step at none of its 2 points.")
     view = validate.summary_view(validation["summary"])
     assert view.loc["B", "out of sample, off by"] == "1.50×" and view.loc["all", "points"] == 4
     assert view.loc["A", "share within 0.8–1.25×"] == "100 %"

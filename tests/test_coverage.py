@@ -47,8 +47,8 @@ def test_missing_launches_are_counted_and_unkeyed_work_grouped(store):
     chapter = study.Chapter("03_x", None, None, {"epochs": 1})
     (work,) = coverage.missing_work([chapter], [launched, single], "gpu", store.provenance_id)
     assert work["missing"] == [
-        "03_x: DDP, 2 ranks: 2 of 3 launch(es)",
-        "03_x: 1 single-process item(s) (DataParallel), not keyed by the plan and never read here with these "
+        "03_x: DDP, 2 ranks: 2 of 3 launches",
+        "03_x: 1 single-process item (DataParallel), not keyed by the plan and never read here with these "
         "parameters: the chapter reuses those recorded",
     ]
     assert work["seconds"] == 40.0 + 30.0 + 30.0  # two launches' share, the unkeyed work, start-up
@@ -94,7 +94,7 @@ def test_a_launch_today_s_plan_adds_is_missing_even_where_a_manifest_was_complet
                 "cuda", Request("helpers.ddp", 1, {"backend": "nccl"}), repeats=3, seconds=30.0)  # fmt: skip
     work = coverage.missing_work([chapter], [item], "gpu", "machine")
     assert work[0]["missing"] == [
-        "03_ddp_nccl_vs_gloo: DDP scaling: LinearNet, backend nccl, ranks 1: 3 of 3 launch(es)"
+        "03_ddp_nccl_vs_gloo: DDP scaling: LinearNet, backend nccl, ranks 1: 3 of 3 launches"
     ]
 
 

@@ -181,21 +181,26 @@ def test_each_machine_shows_how_far_its_speed_moved_across_its_records(tmp_path,
     monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
     store = ResultStore("gpu", hardware=HARDWARE)
     assert provenance.reference_section(store.provenance_id) == []  # a machine with no records here
-    speeds = iter([{"cpu_matmul_gflops": value} for value in (50.0, 100.0, 80.0, 90.0, 90.0)])
-    monkeypatch.setattr("helpers.results.reference_speed.current", lambda: next(speeds))
-    for x in range(3):
+    speeds = [{"measured_at": f"t{value}", "cpu_matmul_gflops": value} for value in (50.0, 100.0, 80.0)]
+    speeds += [speeds[-1]] * 3  # a reference shared by the next records, timed within the same minute
+    monkeypatch.setattr("helpers.results.reference_speed.current", lambda: speeds.pop(0))
+    for x in range(4):
         store.measure({"kind": "demo", "x": x}, lambda: {"value": 1})
-    old = store.measure({"kind": "demo", "x": 3}, lambda: {"value": 1})
+    old = store.measure({"kind": "demo", "x": 4}, lambda: {"value": 1})
     old.pop("reference")  # a record from before references were kept
     store.path(old["config"]).write_text(json.dumps(old))
     lines = provenance.reference_section(store.provenance_id)
-    assert lines[0].startswith("Speed at measurement: 3 of its 4 records carry the reference speed")
+    assert lines[0].startswith(
+        "Speed at measurement: 4 of its 5 records carry the reference speed timed at most a minute before "
+        "them, 3 distinct references"
+    )
     assert "| one CPU thread, float32 product (GFLOP/s) | 3 | 50 | 80 | 100 | 2.00× |" in lines
     old_only = ResultStore("cpu", hardware={**HARDWARE, "gpus": []})
     record = old_only.measure({"kind": "demo"}, lambda: {"value": 1})
     record.pop("reference")
     old_only.path(record["config"]).write_text(json.dumps(record))
     assert provenance.reference_section(old_only.provenance_id)[0] == (
-        "Speed at measurement: not known for its 1 record, measured before the study timed a reference "
-        "speed with each record."
+        "Speed at measurement: not recorded; its one record predates the reference speed (a fixed matrix "
+        "product and memory copy timed before each new record, `helpers.reference_speed`; see Reproduce the "
+        "study, section 5)."
     )

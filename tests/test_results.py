@@ -249,3 +249,39 @@ def test_a_record_measured_twice_in_one_comparison_is_fresh_not_stale(store):
     assert calls == [1]  # the second reads the first: no stale half, no second run
     with pytest.raises(RuntimeError, match="does not nest"):
         store.together(lambda: store.together(lambda: None))
+
+
+def test_a_round_stopped_while_measured_again_is_finished_by_the_next_run(tmp_path):
+    halves = [{"kind": "demo", "half": name} for name in ("ddp", "dataparallel")]
+    calls, failing = [], set()
+
+    def round_of(store):
+        def half(config):
+            def measure():
+                if config["half"] in failing:
+                    raise RuntimeError("stopped")
+                calls.append(config["half"])
+                return {"half": config["half"]}
+
+            return store.measure(config, measure)
+
+        return [half(config) for config in halves]
+
+    first = results.ResultStore("stops", root=tmp_path, hardware=HARDWARE)
+    first.together(lambda: round_of(first))  # day 1: one round
+    first.path(halves[0]).unlink()  # day 2: one half removed; measuring the other again is stopped
+    second = results.ResultStore("stops", root=tmp_path, hardware=HARDWARE)
+    failing.add("dataparallel")
+    calls.clear()
+    with pytest.raises(RuntimeError, match="stopped"):
+        second.together(lambda: round_of(second))
+    assert calls == ["ddp"]
+    assert second.measure(halves[1], lambda: {"half": "never"})["result"] == {"half": "dataparallel"}
+    # day 3: both halves are on disk, from two rounds (days 1 and 2): both are measured again, together
+    failing.clear()
+    calls.clear()
+    third = results.ResultStore("stops", root=tmp_path, hardware=HARDWARE)
+    done = third.together(lambda: round_of(third))
+    assert calls == ["ddp", "dataparallel"]
+    assert done[0]["measured_with"] == done[1]["measured_with"]
+    assert third.measured_at == {record["measured_at"] for record in done}  # the discarded days are gone

@@ -94,7 +94,7 @@ def chapter_two(p: dict, machine: Machine) -> list[Item]:
     return [
         Item(
             chapter,
-            f"DataParallel, {m}, {k} replica(s), batch {b}",
+            f"DataParallel, {m}, {counted(k, 'replica')}, batch {b}",
             m,
             b,
             (p["timed_steps"] + WARMUP_STEPS) * 2,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from helpers.paths import results_dir
 from helpers.results import ResultStore, canonical_json, now, read_json, write_json_atomically
+from helpers.train import counted
 
 STEP_MINUTES = 9  # one command of a GPU rental: at most 10 minutes each, about 15 in all with start-up
 
@@ -141,7 +142,7 @@ def missing_work(chapters: list, items: list, profile: str, machine: str) -> lis
         mine = chapter_items(chapter.name, items)
         lines, seconds = [], 0.0
         for item, absent, planned in absent_launches(mine, store):  # today's plan may ask for more
-            lines.append(f"{chapter.name}: {item.what}: {len(absent)} of {planned} launch(es)")
+            lines.append(f"{chapter.name}: {item.what}: {len(absent)} of {counted(planned, 'launch')}")
             seconds += item.seconds * len(absent) / planned
         if (read := missing_records(chapter.name, chapter.parameters, profile, machine)) is not None:
             if read:  # the manifest names each record: its time is the chapter's, at most
@@ -156,8 +157,8 @@ def missing_work(chapters: list, items: list, profile: str, machine: str) -> lis
         if unkeyed:  # counted whole: an estimate that errs long
             kinds = ", ".join(dict.fromkeys(unkeyed))
             lines.append(
-                f"{chapter.name}: {len(unkeyed)} single-process item(s) ({kinds}), not keyed by the plan and "
-                "never read here with these parameters: the chapter reuses those recorded"
+                f"{chapter.name}: {counted(len(unkeyed), 'single-process item')} ({kinds}), not keyed by the "
+                "plan and never read here with these parameters: the chapter reuses those recorded"
             )
         if lines:
             work.append({"chapter": chapter.name, "missing": lines, "seconds": seconds})

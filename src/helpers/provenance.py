@@ -23,7 +23,7 @@ from helpers import reference_speed
 from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
-from helpers.stats import listed, plural
+from helpers.stats import listed
 from helpers.topology import describe_topology, seen_topology
 
 EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
@@ -158,19 +158,23 @@ def reference_section(identifier: str) -> list[str]:
         for path in sorted((folder / "records").glob("*.json"))
         if (record := read_json(path)) and record.get("provenance_id") == identifier
     ]
-    references = [record["reference"] for record in records if record.get("reference")]
+    carrying = [record["reference"] for record in records if record.get("reference")]
+    # one reference is shared by the records measured within a minute of it: count it once
+    references = list({reference["measured_at"]: reference for reference in carrying}.values())
     if not records:
         return []
     if not references:
-        count = f"{len(records)} {plural(len(records), 'record')}"
-        return [f"Speed at measurement: not known for its {count}, measured before the study timed a "
-                "reference speed with each record.", ""]  # fmt: skip
+        count = len(records)
+        every = "its one record predates" if count == 1 else f"all {count:,} of its records predate"
+        return [f"Speed at measurement: not recorded; {every} the reference speed (a fixed matrix product "
+                "and memory copy timed before each new record, `helpers.reference_speed`; see Reproduce the "
+                "study, section 5).", ""]  # fmt: skip
     lines = [
-        f"Speed at measurement: {len(references)} of its {len(records)} records carry the reference speed "
-        "timed at most a minute before them (`helpers.reference_speed`: a fixed workload, the same in "
-        "every run).",
+        f"Speed at measurement: {len(carrying)} of its {len(records)} records carry the reference speed "
+        f"timed at most a minute before them, {len(references)} distinct references "
+        "(`helpers.reference_speed`: a fixed workload, the same in every run).",
         "",
-        "| reference | records | lowest | median | highest | highest / lowest |",
+        "| reference | references | lowest | median | highest | highest / lowest |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, figures in reference_speed.spread(references).items():
@@ -386,7 +390,7 @@ def provenance_page() -> str:
                   "profile and from `make gpu-check`, on any machine), checks its roofline against them, and "
                   "uses them in place of the roofline for that GPU.", ""]  # fmt: skip
         for identifier, entry in quoted.items():
-            lines += hardware_section(identifier, entry["hardware"])
+            lines += hardware_section(identifier, entry["hardware"]) + reference_section(identifier)
             lines += ["Records: " + "; ".join(entry["sources"]) + ".", ""]
     return "\n".join(lines)
 

@@ -7,10 +7,11 @@ run, while ratios of things measured together reproduced. So every record the st
 window on one CPU thread (the host that issues every step) and, where CUDA is present, on the GPU, timed
 at most ``REFRESH_SECONDS`` before the measurement. The provenance page shows each machine's spread.
 
-A reference is a witness, not a judge: on the 2-core Xeon two references a second apart differ by a
-median 30 % and at the 95th percentile by 132 % (``python -m helpers.reference_speed``), so one
-reference cannot tell a 2x slower day from noise there. What keeps a comparison honest is measuring its
-halves together (``ResultStore.together``), which this module's figures let a reader check afterwards.
+A reference is a witness, not a judge: on the 2-core Xeon, idle, 30 references timed 0.3 s apart
+(2026-11-27, ``python -m helpers.reference_speed``) differed pairwise by a median 30 % and at the 95th
+percentile by 132 % (the larger of the two figures' gaps; a reviewer's run under a load of 1.7 found 72 %
+and 290 %), so one reference cannot tell a 2x slower day from noise there. What keeps a comparison honest
+is measuring its halves together (``ResultStore.together``); these figures let a reader check afterwards.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def measure() -> dict:
     torch.set_num_threads(1)
     try:
         n = CPU_MATMUL_SIZE
-        a, b = torch.randn(n, n), torch.randn(n, n)
+        local = torch.Generator().manual_seed(0)  # its own: the study's seeded random streams stay untouched
+        a, b = torch.randn(n, n, generator=local), torch.randn(n, n, generator=local)
         source, target = torch.empty(CPU_COPY_BYTES // 4), torch.empty(CPU_COPY_BYTES // 4)
         speeds = {
             "cpu_matmul_gflops": _rate(lambda: torch.mm(a, b), 2 * n**3 / 1e9, MATMUL_SECONDS),
@@ -69,7 +71,9 @@ def measure() -> dict:
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
             n = CUDA_MATMUL_SIZE
-            a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+            local = torch.Generator(device="cuda").manual_seed(0)
+            a = torch.randn(n, n, device="cuda", generator=local)
+            b = torch.randn(n, n, device="cuda", generator=local)
             source = torch.empty(CUDA_COPY_BYTES // 4, device="cuda")
             target = torch.empty_like(source)
             sync = torch.cuda.synchronize
@@ -78,6 +82,7 @@ def measure() -> dict:
                 lambda: target.copy_(source), 2 * CUDA_COPY_BYTES / 1e9, COPY_SECONDS, sync
             )
             del a, b, source, target
+            torch.cuda.empty_cache()  # leave the GPU's memory to what is measured next
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32
     when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

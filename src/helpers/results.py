@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -157,7 +158,7 @@ class ResultStore:
             self.provenance_id = stored_machine_id(self.folder, self.hardware) or short_hash(self.hardware)
         self.fixed_code = code  # tests pin a code version; otherwise each kind's (helpers.measurements)
         self.measured_at: set[str] = set()  # when each record this store has handed out was measured
-        self._together: dict | None = None  # the keys measured and reused inside ``together``
+        self._together: dict | None = None  # inside ``together``: its round stamp, keys measured and reused
         self._remeasure: set[str] = set()  # keys ``together`` found stale: measured again, not reused
 
     def code_version(self, kind: str) -> str:
@@ -228,7 +229,7 @@ class ResultStore:
             self._log("reused", record)
             self.measured_at.add(record["measured_at"])
             if self._together is not None and key not in self._together["measured"]:
-                self._together["reused"].add(key)  # (one measured afresh in this comparison is fresh)
+                self._together["reused"][key] = record  # (one measured afresh in this round is fresh)
             return record
         if self.records_of:
             chapter = os.environ.get(CHAPTER_VARIABLE, "this chapter")
@@ -258,6 +259,8 @@ class ResultStore:
             "load_average": [load_before, os.getloadavg()[0] if hasattr(os, "getloadavg") else None],
             "reference": reference,  # helpers.reference_speed: the machine's speed when this began
         }
+        if self._together is not None:  # the round of ``together`` it was measured in
+            record["measured_with"] = self._together["round"]
         self._write_provenance()
         write_json_atomically(self.path(config), record)
         self._log("measured", record)
@@ -267,24 +270,38 @@ class ResultStore:
             self._together["measured"].add(key)
         return record
 
+    def _new_round(self) -> dict:
+        """A round of ``together``: its stamp (stored in each record it measures), its keys measured and
+        reused."""
+        stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")  # newest sorts last
+        return {"round": f"{stamp} {uuid.uuid4().hex[:8]}", "measured": set(), "reused": {}}
+
     def together(self, body: Callable[[], object]):
         """``body()``'s measurements as one comparison, whose halves are reused together or measured
-        together, never one without the other: when ``body`` measured some records afresh and reused
-        others (one side's records removed, or a run stopped halfway through a round), the reused ones
-        are stale halves, measured on another day at another speed, so ``body`` runs once more with
-        those measured again beside the fresh ones (which it then reuses). Returns what ``body``'s
-        last run returned; ``body`` must read its records from ``measure``, not keep them elsewhere."""
+        together, never one without the other. Each record measured inside carries the round's stamp
+        (``measured_with``). When ``body`` measured some records afresh and reused others (one side's
+        records removed), or reused records of different rounds (a run stopped while a round was being
+        measured again), the reused ones are stale halves, measured on another day at another speed, so
+        ``body`` runs once more with those measured again beside the others (which it then reuses).
+        Records older than the stamps (none carries one) are taken as one round. Returns what ``body``'s
+        last run returned; ``body`` must read its records from ``measure``."""
         if self._together is not None:
             raise RuntimeError("ResultStore.together does not nest: one comparison at a time")
-        self._together = {"measured": set(), "reused": set()}
+        self._together = self._new_round()
+        stale: set[str] = set()
         try:
             result = body()
-            if self._together["measured"] and self._together["reused"]:
-                self._remeasure |= self._together["reused"]
-                self._together = {"measured": set(), "reused": set()}
+            reused = self._together["reused"]
+            mixed = len({record.get("measured_with") for record in reused.values()}) > 1
+            stale = set(reused) if self._together["measured"] or mixed else set()
+            if stale:
+                self._remeasure |= stale
+                self.measured_at -= {reused[key]["measured_at"] for key in stale}  # the discarded days
+                self._together = {**self._new_round(), "round": self._together["round"]}  # the same round
                 result = body()
         finally:
             self._together = None
+            self._remeasure -= stale  # a run stopped halfway leaves nothing to re-measure outside a round
         return result
 
     def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:
@@ -324,8 +341,10 @@ def measured_in_rounds(
     form one ``store.together``, so a round is reused whole or measured again whole, never half from
     another day. ``after_round(round)``, when given, runs at the end of each round inside it (what is
     compared with that round, measured minutes from it). Returns ``measure_one``'s results in order."""
-    numbers = dict.fromkeys(map(round_of, entries))
+    numbers = list(dict.fromkeys(map(round_of, entries)))
     rounds = [[entry for entry in entries if round_of(entry) == number] for number in numbers]
+    if [entry for members in rounds for entry in members] != list(entries):
+        raise ValueError("measured_in_rounds needs each round's entries together, one round after another")
     measured_all = []
     with tqdm(total=len(entries), desc=description) as progress:
         for members in rounds:

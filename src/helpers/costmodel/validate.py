@@ -107,9 +107,12 @@ def observed_steps(runs: pd.DataFrame) -> pd.DataFrame:
 
 # The device curve is fitted on a grid: coarse on purpose, since three models cannot pin it finer
 PEAK_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
-CONV_PEAK_FRACTIONS = (0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 0.9)  # cuDNN's float32 convolutions reach less
+# The convolutions' curve is fitted on their own operators' time alone, which is cheap to evaluate, so its
+# grid is fine: a coarse one put the fit at a corner (a flat curve below every rate measured)
+CONV_PEAK_FRACTIONS = tuple(round(0.05 + 0.01 * step, 2) for step in range(86))  # 0.05 to 0.90
 CONV_OPERATORS = ("aten::cudnn_convolution", "aten::convolution_backward")
 HALF_FLOPS = (1e5, 1e6, 1e7, 3e7, 1e8, 3e8, 1e9)
+CONV_HALF_FLOPS = (1e3, 1e4, *HALF_FLOPS)
 MEMORY_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
 KERNEL_FLOORS = (2e-6, 3e-6, 4e-6, 6e-6)
 
@@ -134,7 +137,7 @@ def fit_conv(observed: pd.DataFrame, gpu) -> tuple[float, float] | None:
             for row in rows
         )
 
-    return min(itertools.product(CONV_PEAK_FRACTIONS, HALF_FLOPS), key=error)
+    return min(itertools.product(CONV_PEAK_FRACTIONS, CONV_HALF_FLOPS), key=error)
 
 
 def fit_device(observed: pd.DataFrame, gpu, conv: tuple[float, float] | None = None) -> tuple:
@@ -271,9 +274,9 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
 def machine_validation(store: ResultStore, observed: pd.DataFrame) -> dict | None:
     """``leave_one_out`` of the ``observed_steps`` rows of the machine whose records ``store`` reads, with
     its ``goal_summary``, its GPU (``gpu``), its hardware as a title line (``hardware``), the host time
-    per layer op its models show (``op_seconds``: lowest and highest over its rows), the FLOP/s the curves
-    fitted on every model level off at (``ceilings``: matrix products, and convolutions where fitted) and
-    the models with convolutions (``convolving``); None where the
+    per layer op its models show (``op_seconds``: lowest and highest over its rows), the share of the FP32
+    peak the convolutions' curve levels off at (``conv_peak_fraction``; None where no model has any) and the
+    models with convolutions (``convolving``); None where the
     roofline knows no GPU of the machine or fewer than three models were profiled (two calibrate nothing
     out of sample)."""
     gpu = GPUS.get(datasheet_gpu(store.hardware) or "")
@@ -282,15 +285,12 @@ def machine_validation(store: ResultStore, observed: pd.DataFrame) -> dict | Non
     everything = calibrate(observed, gpu)
     table = leave_one_out(observed, gpu, everything)
     per_op = observed["layers_host_seconds"] / observed["model"].map(layer_ops)
-    central = everything["central"]
-    ceilings = {"matmul": central.peak_fraction * gpu.fp32_flops}
-    if central.conv_peak_fraction is not None:
-        ceilings["conv"] = central.conv_peak_fraction * gpu.fp32_flops
+    conv_fraction = everything["central"].conv_peak_fraction
     convolving = observed[observed["conv_kernel_seconds"] > 0]["model"].str.split(" [", regex=False).str[0]
     return {"machine": store.provenance_id, "gpu": gpu, "hardware": describe(store.hardware),
             "table": table, "summary": goal_summary(table),
             "op_seconds": (float(per_op.min()), float(per_op.max())),
-            "ceilings": ceilings, "convolving": sorted(set(convolving))}  # fmt: skip
+            "conv_peak_fraction": conv_fraction, "convolving": sorted(set(convolving))}  # fmt: skip
 
 
 def profiled_machines(run: str = "gpu") -> dict[str, tuple[ResultStore, list[dict]]]:
@@ -391,11 +391,12 @@ def validation_sentences(validation: dict) -> dict[str, str]:
         f"is a median {shown['roofline_ratio'].median():.2f}× the measured one, off by a median factor of "
         f"{every['fold, roofline']:.1f}. The step model, calibrated on the other {others}, predicts a median "
         f"{shown['out_of_sample_ratio'].median():.2f}×, off by a median factor of "
-        f"{every['fold, out of sample']:.2f} ({every['fold, in sample']:.2f} calibrated on {every_model}; "
-        f"a median error of {stats.whole_percent(every['median error, out of sample'])}); {within} of "
-        f"{len(shown)} points fall within 0.8–1.25×, and its bands, ranges over the calibration models' "
-        f"host times and device fits rather than confidence intervals, hold the measured step at {inside} "
-        f"of them at a median width of {every['median band width']:.1f}×."
+        f"{every['fold, out of sample']:.2f}, a median error of "
+        f"{stats.whole_percent(every['median error, out of sample'])} (calibrated on {every_model} instead: "
+        f"{every['fold, in sample']:.2f}); {within} of {len(shown)} points fall within 0.8–1.25×. Its band, "
+        "the spread of its predictions over the calibration models' host times and device fits (a range, not "
+        f"a confidence interval), holds the measured step at {inside} of them, at a median width (highest ÷ "
+        f"lowest) of {every['median band width']:.1f}×."
     )
     good = [m for m in error.index[:-1] if error[m] <= 0.15]
     text += (
@@ -410,18 +411,20 @@ def validation_sentences(validation: dict) -> dict[str, str]:
             f"{every_model}: one efficiency curve per kind of product and one host time per op cannot fit it "
             "and the others at once."
         )
-    ceilings, convolving = validation["ceilings"], validation["convolving"]
-    if "conv" in ceilings:
-        conv, matmul = ceilings["conv"] / 1e12, ceilings["matmul"] / 1e12
+    fraction, convolving = validation["conv_peak_fraction"], validation["convolving"]
+    if fraction is not None:
         text += (
-            " Convolutions run on a curve of their own, fitted on the profiled convolution operators: "
-            f"calibrated on {every_model}, the curves level off at {conv:.1f} TFLOP/s for cuDNN's float32 "
-            f"convolutions and at {matmul:.1f} for matrix products."
+            " Convolutions get an efficiency curve of their own (the share of the FP32 peak a kernel "
+            "reaches, rising with its FLOPs and levelling off), fitted on the time of the profiled "
+            f"convolution operators of {stats.listed(convolving)}: it levels off at "
+            f"{fraction * validation['gpu'].fp32_flops / 1e12:.1f} TFLOP/s ({stats.whole_percent(fraction)} "
+            "of the peak) for these models' float32 convolutions as cuDNN ran them."
         )
         if len(convolving) == 2:
-            first, second = convolving
-            text += f" Only {first} and {second} have convolutions, so each, held out, is priced on the "
-            text += "other's alone: one convolution curve, no spread"
+            text += (
+                " With two such models, each one held out takes its convolution curve from the other alone, "
+                "which gives no range"
+            )
             for model in convolving:
                 points = int(summary.loc[model, "points"])
                 held = round(summary.loc[model, "inside band"] * points)
