@@ -175,3 +175,26 @@ def test_a_bootstrap_interval_over_many_launches_is_called_one():
     table = pd.DataFrame([row])
     assert held_out.spread_label(table) == "interval"
     assert "error (%), 95 % interval" in held_out.validation_view(table)
+
+
+def test_the_calibration_and_its_launches_are_one_comparison(tmp_path, monkeypatch):
+    from helpers.advise import validate
+    from helpers.results import ResultStore
+
+    calls = []
+
+    def recorded(store, name):
+        return store.measure({"kind": "demo", "part": name}, lambda: calls.append(name) or {"part": name})
+
+    monkeypatch.setattr(validate, "measure_steps", lambda store, *a, **k: recorded(store, "steps"))
+    monkeypatch.setattr(validate, "time_model", lambda store, steps, *a: steps["result"])
+    monkeypatch.setattr(validate, "validate", lambda store, *a, **k: recorded(store, "launches"))
+    settings = {"backend": "gloo", "device": "cpu", "launches": 3, "timed_steps": 5, "repeats": 1}
+    store = ResultStore("held-out", root=tmp_path, hardware={"machine": "test"})
+    model = counting.count_book_model("LinearNet")
+    steps, launches = validate.calibrate_and_validate(store, "spec", model, [8, 16], 16, [1, 2], **settings)
+    assert calls == ["steps", "launches"] and steps["measured_with"] == launches["measured_with"]
+    store.path(launches["config"]).unlink()  # the launches removed: the calibration is measured again too
+    calls.clear()
+    validate.calibrate_and_validate(store, "spec", model, [8, 16], 16, [1, 2], **settings)
+    assert calls == ["launches", "steps"]

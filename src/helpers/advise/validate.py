@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from helpers.advise.counting import Counted, load_model
-from helpers.advise.measure import synthetic_loss
+from helpers.advise.measure import measure_steps, synthetic_loss, time_model
 from helpers.costmodel import timemodel
 from helpers.launch import launch
 from helpers.results import ResultStore
@@ -133,6 +133,30 @@ def validate(
             }
         )
     return pd.DataFrame(rows)
+
+
+def calibrate_and_validate(
+    store: ResultStore, spec: str, counted: Counted, batches, global_batch: int, world_sizes, *,
+    backend: str, device: str, launches: int, timed_steps: int, repeats: int,
+):  # fmt: skip
+    """Chapter 7's held-out test of one model as one comparison: its one-process step times at every
+    batch of ``batches`` (``measure.measure_steps``, ``repeats`` runs each), the time model they calibrate
+    (``measure.time_model``) and the DDP launches that judge its prediction (``validate``). A machine's
+    speed drifts from day to day, so the calibration and the launches are reused together or measured
+    again together (``store.together``), never one of them alone. Returns (step times, validation)."""
+
+    def both():
+        steps = measure_steps(
+            store, spec, counted, batches, device=device, repeats=repeats, timed_steps=timed_steps
+        )
+        model_time = time_model(store, steps, counted.parameters, backend, device)
+        table = validate(
+            store, spec, counted, global_batch, world_sizes, model_time,
+            backend=backend, device=device, launches=launches, timed_steps=timed_steps,
+        )  # fmt: skip
+        return steps, table
+
+    return store.together(both)
 
 
 def as_validated(table: pd.DataFrame) -> pd.DataFrame:
