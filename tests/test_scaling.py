@@ -1,10 +1,14 @@
 """helpers.scaling: the splits a run refuses, speed-up and efficiency, and gradient accumulation equal
 to DDP (a real two-rank launch against one accumulating process)."""
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
 from helpers import scaling
+from helpers.results import ResultStore
+from helpers.sharding import runs as sharding_runs
 
 
 def test_a_global_batch_must_divide_into_ranks_and_micro_batches():
@@ -163,3 +167,67 @@ def test_the_accumulation_caveat_says_only_what_applies_to_the_device():
     )
     four = {"usable_cores": 16, "gpus": [{"name": "H100"}] * 4}
     assert scaling.accumulation_caveat(table("faster"), 4, four, "cuda") == ""
+
+
+def test_accumulation_is_measured_in_the_rounds_of_the_ddp_launches(tmp_path, monkeypatch):
+    measured = []
+
+    def fake_launch(world_size, time_limit_seconds, launch_number, **settings):
+        measured.append(("ddp", launch_number, world_size, settings["global_batch_size"]))
+        return {"result": {"step_seconds_all": [0.2, 0.2]}}
+
+    def fake_accumulate(model_name, train_set, **settings):
+        measured.append(("accumulation", settings["micro_batches"]))
+        return None, {"step_seconds_all": [0.3, 0.3]}
+
+    monkeypatch.setattr(sharding_runs, "run_sharding", fake_launch)
+    monkeypatch.setattr(scaling, "accumulate", fake_accumulate)
+    monkeypatch.setattr(scaling, "load_fsdd", lambda: SimpleNamespace(split=lambda name: None))
+    monkeypatch.setattr(scaling, "take", lambda *arguments: None)
+    store = ResultStore("test", root=tmp_path, hardware={"machine": "test"})
+    variations = scaling.scaling_variations([1, 2], 8, 4)  # k = 2: strong and weak are one launch
+    settings = {"backend": "gloo", "device": "cpu", "gpus": None, "steps": 3, "train_samples": 16}
+    runs = scaling.stored_scaling_runs(store, ["LinearNet"], variations, launches=2, **settings)
+    one_round = [("ddp", 1, 8), ("ddp", 1, 4), ("ddp", 2, 8), ("accumulation", 1), ("accumulation", 2)]
+    assert [m if m[0] == "accumulation" else (m[0], *m[2:]) for m in measured] == one_round * 2
+    assert [m[1] for m in measured if m[0] == "ddp"] == [0, 0, 0, 1, 1, 1]
+    assert len(runs["ddp"]) == 8 and len(runs["accumulation"]) == 4
+    # the weak launches (another global batch) are not candidates: 2 launches a side, 0.3 s against 0.2 s
+    table = scaling.accumulation_table(runs["accumulation"], runs["ddp"]).set_index("candidate")
+    assert table.loc["2 DDP ranks", "launches"] == 2
+    assert table.loc["2 DDP ranks", "launch_counts"] == (2, 2)
+    assert table.loc["2 DDP ranks", "speedup"] == pytest.approx(1.5)
+    # round 1's accumulation removed (another day, another speed): round 1 is measured again whole,
+    # its DDP launches too; round 0 is reused untouched
+    store.path(runs["accumulation"][3][1]["config"]).unlink()
+    measured.clear()
+    again = scaling.stored_scaling_runs(store, ["LinearNet"], variations, launches=2, **settings)
+    assert sorted(measured, key=str) == sorted(
+        [("accumulation", 2), ("accumulation", 1), ("ddp", 1, 1, 8), ("ddp", 1, 1, 4), ("ddp", 1, 2, 8)],
+        key=str,
+    )
+    assert again["ddp"][:4] == runs["ddp"][:4]
+
+
+def test_the_rounds_note_says_when_records_predate_the_rounds():
+    def pairs(times, stamp=None):
+        return [({}, {"measured_at": t, **({"measured_with": stamp} if stamp else {})}) for t in times]
+
+    ddp = pairs(["2026-11-26T15:52:00+00:00", "2026-11-26T20:58:00+00:00"])
+    after = pairs(["2026-11-26T21:03:00+00:00", "2026-11-26T21:04:00+00:00"])
+    assert scaling.rounds_note({"ddp": ddp, "accumulation": after}) == (
+        "The records shown predate that order: they were measured from 2026-11-26 15:52 to 21:04 UTC in one "
+        "session, with the accumulation runs after every DDP launch (the first of them 5 min after the last "
+        "DDP launch)."
+    )
+    soon = pairs(["2026-11-26T20:58:20+00:00"])
+    assert "(the first of them under a minute after" in scaling.rounds_note(
+        {"ddp": ddp, "accumulation": soon}
+    )
+    before = pairs(["2026-11-25T10:00:00+00:00"])
+    assert scaling.rounds_note({"ddp": ddp, "accumulation": before}) == (
+        "The records shown predate that order: the DDP launches were measured from 2026-11-26 15:52 UTC "
+        "to 2026-11-26 20:58 UTC, the accumulation runs from 2026-11-25 10:00 UTC to 2026-11-25 10:00 UTC."
+    )
+    stamped = {"ddp": pairs(["2026-11-26T15:52:00+00:00"], "r"), "accumulation": pairs(["x"], "r")}
+    assert scaling.rounds_note(stamped) == ""

@@ -65,24 +65,77 @@ def scaling_variations(world_sizes, global_batch: int, per_rank_batch: int) -> l
 
 def stored_scaling_runs(
     store, models, variations: list[dict], launches: int = 1, **settings
-) -> list[tuple[dict, dict]]:
-    """The DDP launches of each model and variation (``sharding.runs.stored_sharding_run``, strategy
-    "ddp"), ``launches`` times each, alternating (every pair once, then again), through the store:
-    (variation with its model and ``launch`` number, record) pairs for ``efficiency_table``."""
-    order = [(number, m, v) for number in range(launches) for m in models for v in variations]
+) -> dict[str, list[tuple[dict, dict]]]:
+    """The launches of chapter 6's timing comparisons, ``launches`` rounds of each, through the store.
 
-    def launch(entry: tuple[int, str, dict]) -> dict:
-        number, model, variation = entry
+    A round is every model's DDP launch of every variation (``sharding.runs.stored_sharding_run``,
+    strategy "ddp"), then one device accumulating the strong variations' global batch in as many
+    micro-batches as each strong variation has ranks, and in one (``stored_accumulation``, on the
+    ranks' first device). A round is one ``store.together``: the accumulation is set against the DDP
+    launches of its own round, never against launches measured on another day. Returns ``{"ddp":
+    pairs for efficiency_table, "accumulation": pairs for accumulation_table}``, each pair a variation
+    (with its model and ``launch`` number) and its record."""
+    strong = [variation for variation in variations if variation["scaling"] == "strong"]
+    micro_batch_counts = sorted({1, *(variation["ranks"] for variation in strong)}) if strong else []
+    global_batches = {variation["global_batch_size"] for variation in strong}
+    if len(global_batches) > 1:
+        raise ValueError(f"strong scaling holds one global batch; these variations have {global_batches}")
+    order = []
+    for number in range(launches):
+        order += [("ddp", number, model, variation) for model in models for variation in variations]
+        order += [("accumulation", number, model, k) for model in models for k in micro_batch_counts]
+    accumulate_on = "cuda:0" if settings.get("device") == "cuda" else "cpu"
+
+    def measure(entry: tuple) -> dict:
+        kind, number, model, variation = entry
+        if kind == "accumulation":
+            return stored_accumulation(
+                store, model, settings["train_samples"], launch_number=number, micro_batches=variation,
+                global_batch_size=min(global_batches), steps=settings["steps"], device=accumulate_on,
+            )  # fmt: skip
         return stored_sharding_run(
             store, variation["ranks"], launch_number=number, model=model, strategy="ddp",
             global_batch_size=variation["global_batch_size"], **settings,
         )  # fmt: skip
 
-    records = measured_in_rounds(store, order, lambda entry: entry[0], launch, "scaling runs")
-    return [
-        ({**variation, "model": model, "launch": number}, record)
-        for (number, model, variation), record in zip(order, records, strict=True)
-    ]
+    records = measured_in_rounds(store, order, lambda entry: entry[1], measure, "scaling runs")
+    runs: dict[str, list[tuple[dict, dict]]] = {"ddp": [], "accumulation": []}
+    for (kind, number, model, variation), record in zip(order, records, strict=True):
+        if kind == "accumulation":
+            runs[kind].append(({"model": model, "micro_batches": variation, "launch": number}, record))
+        else:
+            runs[kind].append(({**variation, "model": model, "launch": number}, record))
+    return runs
+
+
+def rounds_note(runs: dict[str, list[tuple[dict, dict]]]) -> str:
+    """The sentence saying how ``stored_scaling_runs``' records were measured: "" when every record
+    carries its round's stamp (``measured_with``: accumulation and DDP launches measured in one round);
+    otherwise, for records stored before rounds were recorded, when the accumulation runs and the DDP
+    launches were measured, so that a reader can see how far apart the two sides are."""
+    records = {kind: [record for _, record in pairs] for kind, pairs in runs.items()}
+    every = [record for kind in records.values() for record in kind]
+    if not records.get("accumulation") or all(record.get("measured_with") for record in every):
+        return ""
+    spans = {}
+    for kind, kept in records.items():
+        times = sorted(pd.Timestamp(record["measured_at"]) for record in kept)
+        spans[kind] = (times[0], times[-1])
+    (ddp_first, ddp_last), (first, last) = spans["ddp"], spans["accumulation"]
+    when = "%Y-%m-%d %H:%M UTC"
+    if first >= ddp_last and first - ddp_last < pd.Timedelta(hours=1):
+        minutes = round((first - ddp_last).total_seconds() / 60)
+        gap = f"{minutes} min" if minutes >= 1 else "under a minute"
+        return (
+            f"The records shown predate that order: they were measured from {ddp_first.strftime(when)[:-4]} "
+            f"to {last.strftime('%H:%M')} UTC in one session, with the accumulation runs after every DDP "
+            f"launch (the first of them {gap} after the last DDP launch)."
+        )
+    return (
+        "The records shown predate that order: the DDP launches were measured from "
+        f"{ddp_first.strftime(when)} to {ddp_last.strftime(when)}, the accumulation runs from "
+        f"{first.strftime(when)} to {last.strftime(when)}."
+    )
 
 
 def shared_launch_note(world_sizes, per_rank_batch: int, global_batch: int) -> str:
@@ -210,26 +263,6 @@ def stored_accumulation(
 ACCUMULATED = ("global_batch_size", "steps", "optimizer", "lr", "seed")
 
 
-def stored_accumulations(
-    store, models, micro_batch_counts, train_samples, launches: int = 1, **settings
-) -> list[tuple[dict, dict]]:
-    """``stored_accumulation`` of each model with each number of micro-batches, ``launches`` times each,
-    alternating (every pair once, then again): (variation with its ``launch`` number, record) pairs for
-    ``accumulation_table``."""
-    order = [(number, model, k) for number in range(launches) for model in models for k in micro_batch_counts]
-    records = measured_in_rounds(
-        store, order, lambda entry: entry[0],
-        lambda entry: stored_accumulation(
-            store, entry[1], train_samples, launch_number=entry[0], micro_batches=entry[2], **settings
-        ),
-        "accumulation runs",
-    )  # fmt: skip
-    return [
-        ({"model": model, "micro_batches": k, "launch": number}, record)
-        for (number, model, k), record in zip(order, records, strict=True)
-    ]
-
-
 def accumulation_parity(
     model_name: str, world_size: int, *, global_batch_size: int, steps: int, train_samples: int,
     seed: int = 0, lr: float = 1e-3, optimizer: str = "adam", time_limit_seconds: float = 300,
@@ -273,10 +306,12 @@ def accumulation_table(accumulated: list[tuple[dict, dict]], distributed: list[t
     launches (``stats.launch_speedup``), with their intervals and verdicts.
 
     ``accumulated`` pairs name ``model``, ``micro_batches`` (and ``launch``); ``distributed`` pairs are
-    strong-scaling DDP launches naming ``model`` and ``ranks``.
+    DDP launches naming ``model`` and ``ranks`` (those of weak scaling, another global batch, are left out).
     """
     launches: dict[tuple, list[list[float]]] = {}
     for variation, record in distributed:
+        if variation.get("scaling", "strong") != "strong":
+            continue  # weak scaling changes the global batch
         key = ("ranks", variation["model"], variation["ranks"])
         launches.setdefault(key, []).append(record["result"]["step_seconds_all"])
     for variation, record in accumulated:

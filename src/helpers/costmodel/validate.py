@@ -167,8 +167,8 @@ def calibrate(observed: pd.DataFrame, gpu) -> dict:
     band of the prediction spans."""
     per_op = observed["layers_host_seconds"] / observed["model"].map(layer_ops)
     optimizer = observed["optimizer_host_seconds"]
-    conv = fit_conv(observed, gpu)
-    device = fit_device(observed, gpu, conv)
+    device = fit_device(observed, gpu)  # the convolutions' curve fitted once, on every model
+    conv = device[4:] if device[4] is not None else None
     alone = {fit_device(rows, gpu, conv) for _, rows in observed.groupby("model")}
     corners = [(op, opt) for op in (per_op.min(), per_op.max()) for opt in (optimizer.min(), optimizer.max())]
     return {
