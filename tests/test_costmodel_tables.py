@@ -62,7 +62,7 @@ def test_validation_summary_reads_with_human_columns():
                             "mean_error_percent": [-12.345]})  # fmt: skip
     shown = tables.validation_table(summary)
     assert list(shown.columns) == [
-        "configurations", "measurements", "launches", "MAPE (%)", "mean signed error (%)"
+        "configs", "measured", "launches", "MAPE %", "mean signed error %"
     ]  # fmt: skip
     assert shown.loc[("M", "ddp_overlap")].tolist() == [2, 3, 9, 12.3, -12.3]
 

@@ -364,6 +364,19 @@ def test_ranks_on_separate_gpus_speed_up_where_compute_dominates():
         records, ["ConvNet"], backend="nccl", timed_steps=5, cores=16, device_type="cuda", devices=4
     )
     assert (on_gpus.devices, on_gpus.device_type) == (4, "cuda")
+    # every iteration kept, the medians half as slow again as the lower quartiles: the second link is
+    # 1.5 α and 1.5 β, the fit to the medians, beside the model's own (the quartiles')
+    for row in records[4]["result"]["rows"]:  # a row's seconds is its iterations' median
+        row["seconds_all"] = [row["seconds"]] * 2 + [2 * row["seconds"]] * 2
+        row["seconds"] *= 1.5
+    kept, _ = timemodel.time_model_from_records(
+        records, ["ConvNet"], backend="nccl", timed_steps=5, cores=16, device_type="cuda", devices=4
+    )
+    assert (kept.alpha_seconds, kept.seconds_per_byte) == pytest.approx((10e-6, 1 / 100e9), rel=1e-6)
+    assert kept.other_links[0] == pytest.approx((1.5 * 10e-6, 1.5 / 100e9), rel=1e-6)
+    central, other = kept.link_variants()
+    assert central is kept and other.other_links == () and other.compute is kept.compute
+    assert (other.alpha_seconds, other.seconds_per_byte) == kept.other_links[0]
     assert on_gpus.peer_copy_seconds_per_byte == pytest.approx(1 / 200e9)
     assert "copy bandwidth, GPU to GPU (GB/s)" in set(inputs["input"])
     one = timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 400, 1, on_gpus)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_costmodel_timemodel import synthetic_time_model
 
-from helpers.costmodel import validation
+from helpers.costmodel import prose, validation
 from helpers.models import build_model, parameter_count
 
 
@@ -170,3 +170,44 @@ def test_each_measurement_is_predicted_at_the_threads_it_had_by_hand():
     assert found.loc[("ddp", "ddp_overlap"), "predicted_communication_seconds"] == pytest.approx(3.5048e-3)
     assert seconds[("dp", "dataparallel")] == pytest.approx(0.36238 + 0.69808e-3)
     assert set(found.index) == {("ddp", "ddp_no_overlap"), ("ddp", "ddp_overlap"), ("dp", "dataparallel")}
+
+
+def test_a_prediction_carries_the_band_of_the_link_s_fits_by_hand():
+    """The example above with a second link fit, α 3 ms and β 2 ns/B (chapter 4's fit to medians): the DDP
+    bucket's all-reduce is 2 × (3 ms + 752,400 B × 2 ns) = 9.0096 ms, so the step's band reaches 0.4090096 s;
+    DataParallel has no all-reduce, so its band is its prediction."""
+    measured = pd.DataFrame({
+        "measurement": ["ddp", "dp"], "kind": ["ddp", "dataparallel"], "model": ["ConvNet", "ConvNet"],
+        "ranks": [2, 2], "global_batch": [20, 20], "threads": [1, 2], "bucket_cap_mb": [25, None],
+        "compression": [None, None],
+    })  # fmt: skip
+    time_model = synthetic_time_model(other_links=((3e-3, 2e-9),))
+    found = validation.predict_measured(measured, time_model).set_index(["measurement", "method"])
+    ddp = found.loc[("ddp", "ddp_overlap")]
+    assert ddp["predicted_seconds"] == ddp["predicted_low_seconds"] == pytest.approx(0.4035048)
+    assert ddp["predicted_high_seconds"] == pytest.approx(0.4090096)
+    dp = found.loc[("dp", "dataparallel")]
+    assert dp["predicted_low_seconds"] == dp["predicted_seconds"] == dp["predicted_high_seconds"]
+    steps = pd.DataFrame({"measurement": ["ddp", "dp"], "model": "ConvNet", "step_seconds": [0.405, 0.4],
+                          "step_min": [0.40, 0.39], "step_max": [0.41, 0.41]})  # fmt: skip
+    validated = validation.validate(validation.predict_measured(measured, time_model), steps)
+    summary = validation.validation_summary(validated).set_index("method")
+    assert summary.loc["ddp_overlap", "link_band_percent"] == pytest.approx(5.5048e-3 / 0.4035048 * 100)
+    assert summary.loc["dataparallel", "link_band_percent"] == 0
+    assert prose.link_band_note(validated) == (
+        "Chapter 4's link fitted to each size's median instead of its lower quartile moves the DDP "
+        "predictions by up to 1.4 % (median 1.4 %); the band between the two fits holds the measured step at "
+        "1 of the 1 overlapped-DDP measurement. The errors above are the lower-quartile fit's, the one the "
+        "model uses."
+    )
+    # every prediction above its measurement, the band above the prediction: it cannot explain the error
+    above = validated.assign(step_seconds=0.35)
+    assert prose.link_band_note(above).endswith(
+        "the link's uncertainty only widens these errors and cannot explain them. The errors above are the "
+        "lower-quartile fit's, the one the model uses."
+    )
+    assert "at 0 of the 1 overlapped-DDP measurement" in prose.link_band_note(above)
+    small = validated.assign(predicted_high_seconds=validated["predicted_seconds"] * 1.005)
+    assert prose.link_band_note(small).endswith(
+        "by 1 % or more: the all-reduce is a small part of each step."
+    )

@@ -63,11 +63,25 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
 
 def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
     """Predicted against measured step seconds, one panel per method (each judged on its own), two across,
-    colour per model, the measured fastest-slowest steps as horizontal bars, and the line y = x."""
+    colour per model, the measured fastest-slowest steps as horizontal bars, the prediction's band over
+    the link's fits (``predicted_low_seconds``–``predicted_high_seconds``, where given) as vertical ones,
+    and the line y = x."""
     methods = list(dict.fromkeys(validated["method"]))
     figure, axes = panel_grid(len(methods), columns=2, panel_height=3.0, sharex=True, sharey=True)
-    low = min(validated["step_seconds"].min(), validated["predicted_seconds"].min()) * 0.8
-    high = max(validated["step_seconds"].max(), validated["predicted_seconds"].max()) * 1.25
+    low = (
+        min(
+            validated["step_seconds"].min(),
+            validated.filter(["predicted_seconds", "predicted_low_seconds"]).min().min(),
+        )
+        * 0.8
+    )
+    high = (
+        max(
+            validated["step_seconds"].max(),
+            validated.filter(["predicted_seconds", "predicted_high_seconds"]).max().max(),
+        )
+        * 1.25
+    )
     models = list(dict.fromkeys(validated["model"]))
     for axis, method in zip(axes, methods, strict=True):
         for index, model in enumerate(models):
@@ -75,8 +89,12 @@ def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware
             errors = None
             if "step_min" in rows:  # the measured fastest and slowest steps
                 errors = [rows["step_seconds"] - rows["step_min"], rows["step_max"] - rows["step_seconds"]]
-            axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, fmt="o", capsize=2,
-                          color=f"C{index}", label=model)  # fmt: skip
+            band = None
+            if "predicted_low_seconds" in rows:  # the prediction over the link's fits
+                band = [rows["predicted_seconds"] - rows["predicted_low_seconds"],
+                        rows["predicted_high_seconds"] - rows["predicted_seconds"]]  # fmt: skip
+            axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, yerr=band, fmt="o",
+                          capsize=2, color=f"C{index}", label=model)  # fmt: skip
         axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
         axis.set(xscale="log", yscale="log", xlabel="measured seconds per step",
                  ylabel="predicted seconds per step")  # fmt: skip

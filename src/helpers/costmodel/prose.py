@@ -28,6 +28,7 @@ from helpers.costmodel.recommend import (
 )
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_OVERHEAD
+from helpers.costmodel.validation import link_band_percent
 from helpers.ddp import ddp_bucket_bytes, significant
 from helpers.stats import listed
 from helpers.train import counted
@@ -136,7 +137,7 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
     measured fastest–slowest range. ``bias_short`` is the takeaway's one-line form."""
     if summary.empty:
         unknown = "an unknown amount (no multi-rank measurement here)"
-        return {"time_model_errors": unknown, "ddp_methods_note": "", "bias_note": "",
+        return {"time_model_errors": unknown, "ddp_methods_note": "", "bias_note": "", "link_band_note": "",
                 "bias_short": "not tested here (no multi-rank measurement)"}  # fmt: skip
     by = summary.set_index(["model", "method"])
     ddp = [m for m in ("ddp_no_overlap", "ddp_overlap") if m in set(summary["method"])]
@@ -202,7 +203,41 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
         notes = ["No method's predictions lie all on one side beyond the measured spread."]
         short = "none"
     return {"time_model_errors": "; ".join(parts), "ddp_methods_note": methods_note,
-            "bias_note": " ".join(notes), "bias_short": short}  # fmt: skip
+            "bias_note": " ".join(notes), "bias_short": short,
+            "link_band_note": link_band_note(validated)}  # fmt: skip
+
+
+def link_band_note(validated: pd.DataFrame) -> str:
+    """How far chapter 4's uncertain link (the lower-quartile fit against the fit to medians) moves the DDP
+    predictions, and how many overlapped-DDP measurements lie inside that band, with what a band on one
+    side of predictions already above every measurement means; "" without DDP rows."""
+    if validated.empty or "predicted_high_seconds" not in validated:
+        return ""
+    rows = validated[validated["method"].str.startswith("ddp")]
+    if rows.empty:
+        return ""
+    width = link_band_percent(rows)
+    lead = "Chapter 4's link fitted to each size's median instead of its lower quartile"
+    if width.max() < 1:
+        small = "the all-reduce is a small part of each step"
+        return f"{lead} moves no DDP prediction here by 1 % or more: {small}."
+    overlapped = rows[rows["method"] == "ddp_overlap"]
+    inside = overlapped["step_seconds"].between(
+        overlapped["predicted_low_seconds"], overlapped["predicted_high_seconds"]
+    )
+    text = (
+        f"{lead} moves the DDP predictions by up to {width.max():.1f} % (median {width.median():.1f} %); "
+        f"the band between the two fits holds the measured step at {int(inside.sum())} of the "
+        f"{counted(len(overlapped), 'overlapped-DDP measurement')}."
+    )
+    above = (rows["predicted_low_seconds"] > rows["step_seconds"]).all()
+    one_sided = (rows["predicted_seconds"] == rows["predicted_low_seconds"]).all()
+    if above and one_sided:
+        text += (
+            " The fit to medians is the slower link, and every prediction is already above its measurement: "
+            "the link's uncertainty only widens these errors and cannot explain them."
+        )
+    return text + " The errors above are the lower-quartile fit's, the one the model uses."
 
 
 def flop_sentences(models) -> dict[str, str]:

@@ -5,7 +5,7 @@ measurements, validated on multi-rank measurements that the calibration never sa
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -243,7 +243,8 @@ class TimeModel:
     device_type: where the compute was calibrated, "cpu" or "cuda"; devices: the separate compute devices
     ranks and replicas are spread over (1 on a CPU, whatever its cores; the GPUs used on CUDA);
     backward_share: backward's share of forward + backward (2/3: backward does about twice the forward's
-    arithmetic; chapter 2 measured 0.70–0.74 on the CPU).
+    arithmetic; chapter 2 measured 0.70–0.74 on the CPU); other_links: the other (α, β) fits chapter 4's
+    data allow (fitted to each size's median rather than its lower quartile), the band of ``link_variants``.
     """
 
     compute: pd.DataFrame
@@ -256,6 +257,7 @@ class TimeModel:
     devices: int = 1
     peer_copy_seconds_per_byte: float | None = None
     backward_share: float = 2 / 3
+    other_links: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.device_type not in ("cpu", "cuda"):
@@ -264,6 +266,13 @@ class TimeModel:
             raise ValueError("on the CPU every rank shares one machine: devices must be 1")
         if self.devices > 1 and self.peer_copy_seconds_per_byte is None:
             raise ValueError(f"{self.devices} devices need a calibrated device-to-device copy speed")
+
+    def link_variants(self) -> list[TimeModel]:
+        """This model and one per ``other_links`` fit: what the all-reduce's uncertain α and β span."""
+        return [self] + [
+            replace(self, alpha_seconds=alpha, seconds_per_byte=beta, other_links=())
+            for alpha, beta in self.other_links
+        ]
 
     def ranks_per_device(self, world_size: int) -> int:
         """How many of ``world_size`` ranks (or replicas) share the busiest device: ⌈k / devices⌉."""
@@ -509,6 +518,7 @@ def time_model_from_records(
         device_type=device_type,
         devices=devices,
         peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
+        other_links=((link["medians"]["alpha_seconds"], link["medians"]["seconds_per_byte"]),),
     )
     source = f"chapter 4: dist.all_reduce benchmark, {backend} on {device_type}"
     inputs = pd.DataFrame(

@@ -64,6 +64,8 @@ def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFr
     """Predictions for every row of ``measured_frame``, at the threads each measurement really had.
 
     DataParallel rows get the ``dataparallel`` method, DDP rows both ``ddp_no_overlap`` and ``ddp_overlap``.
+    ``predicted_low_seconds`` and ``predicted_high_seconds``: the least and most over the all-reduce's
+    uncertain link fits (``TimeModel.link_variants``; equal where no all-reduce is priced).
     """
     rows = []
     for row in measured.itertuples():
@@ -73,14 +75,18 @@ def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFr
             compression = row.compression if isinstance(row.compression, str) else None  # None, not NaN
             options.update(bucket_cap_mb=row.bucket_cap_mb, compression=compression)
         for method in methods:
-            parts = predict_step(
-                method, row.model, int(row.global_batch), int(row.ranks), time_model, **options
-            )
+            parts, *others = [
+                predict_step(method, row.model, int(row.global_batch), int(row.ranks), variant, **options)
+                for variant in time_model.link_variants()
+            ]
+            band = [parts["step_seconds"], *(other["step_seconds"] for other in others)]
             rows.append(
                 {
                     "measurement": row.measurement,
                     "method": method,
                     "predicted_seconds": parts["step_seconds"],
+                    "predicted_low_seconds": min(band),
+                    "predicted_high_seconds": max(band),
                     "predicted_compute_seconds": parts["compute_seconds"],
                     "predicted_communication_seconds": parts["communication_seconds"],
                 }
@@ -108,19 +114,27 @@ def validate(predictions: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     return joined
 
 
+def link_band_percent(validated: pd.DataFrame) -> pd.Series:
+    """How far the link's fits move each prediction: (highest − lowest) / central, in %."""
+    width = validated["predicted_high_seconds"] - validated["predicted_low_seconds"]
+    return width / validated["predicted_seconds"] * 100
+
+
 def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
     """Per model and method: the number of measurements and of distinct configurations among them (ranks,
     batch, threads, buckets, compression), the MAPE, its spread over the measurements
     (smallest and largest APE, %), the mean signed error (%, positive: predictions too slow) and how many
     predictions lie above their measurement (a bias when all do), and, where the measurements carry their
     spread, how many predictions fall inside the measured min–max and how wide that range is (median, % of
-    the median step)."""
+    the median step), and how far the link's fits move a prediction at most (``link_band_percent``)."""
     validated = validated.assign(
         error_percent=(validated["predicted_seconds"] - validated["step_seconds"])
         / validated["step_seconds"]
         * 100,
         above=validated["predicted_seconds"] > validated["step_seconds"],
     )
+    if "predicted_high_seconds" in validated:
+        validated = validated.assign(link_band_percent=link_band_percent(validated))
     keys = [c for c in ("ranks", "global_batch", "threads", "bucket_cap_mb", "compression") if c in validated]
     validated = validated.assign(configuration=validated[keys].apply(lambda row: repr(tuple(row)), axis=1))
     groups = validated.groupby(["model", "method"])
@@ -133,6 +147,8 @@ def validation_summary(validated: pd.DataFrame) -> pd.DataFrame:
     if "within_spread" in validated:
         summary["within_measured_range"] = groups["within_spread"].sum()
         summary["measured_range_percent"] = groups["spread_percent"].median()
+    if "predicted_high_seconds" in validated:
+        summary["link_band_percent"] = groups["link_band_percent"].max()
     return summary.reset_index()
 
 
