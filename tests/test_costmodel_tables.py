@@ -60,11 +60,22 @@ def test_validation_summary_reads_with_human_columns():
     summary = pd.DataFrame({"model": ["M"], "method": ["ddp_overlap"], "configurations": [2],
                             "points": [3], "launches": [9], "mape_percent": [12.345],
                             "mean_error_percent": [-12.345]})  # fmt: skip
-    shown = tables.validation_table(summary)
+    (shown,) = tables.validation_tables(summary)  # no spread columns: one table
     assert list(shown.columns) == [
         "configs", "measured", "launches", "MAPE %", "mean signed error %"
     ]  # fmt: skip
     assert shown.loc[("M", "ddp_overlap")].tolist() == [2, 3, 9, 12.3, -12.3]
+    spread = {"predictions_above": [3], "within_measured_range": [0], "measured_range_percent": [4.56],
+              "link_band_percent": [2.54]}  # fmt: skip
+    errors, against = tables.validation_tables(summary.assign(**spread))
+    assert errors.equals(shown)
+    assert list(against.columns) == [
+        "predictions above",
+        "inside measured range",
+        "measured range, % of median",
+        "link-fit shift, max %",
+    ]
+    assert against.loc[("M", "ddp_overlap")].tolist() == [3, 0, 4.6, 2.5]
 
 
 def test_the_seeds_verdicts_read_by_model_and_batch():

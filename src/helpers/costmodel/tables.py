@@ -128,19 +128,28 @@ def cost_tables(records, models, training_batch: int, target_accuracy: float, ma
     return shown
 
 
-VALIDATION_COLUMNS = {
+VALIDATION_ERRORS = {
     "configurations": "configs", "points": "measured", "launches": "launches",
     "mape_percent": "MAPE %", "mean_error_percent": "mean signed error %",
-    "min_ape_percent": "min |error| %", "max_ape_percent": "max |error| %", "predictions_above": "above",
-    "within_measured_range": "in measured range", "measured_range_percent": "range, % of median",
-    "link_band_percent": "link-fit shift, max %",
+    "min_ape_percent": "min |error| %", "max_ape_percent": "max |error| %",
+}  # fmt: skip
+VALIDATION_SPREAD = {
+    "predictions_above": "predictions above", "within_measured_range": "inside measured range",
+    "measured_range_percent": "measured range, % of median", "link_band_percent": "link-fit shift, max %",
 }  # fmt: skip
 
 
-def validation_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``validation.validation_summary`` for reading, rounded to 0.1."""
-    columns = [name for name in VALIDATION_COLUMNS if name in summary]
-    return summary.set_index(["model", "method"])[columns].rename(columns=VALIDATION_COLUMNS).round(1)
+def validation_tables(summary: pd.DataFrame) -> list[pd.DataFrame]:
+    """``validation.validation_summary`` for reading, rounded to 0.1, as two tables narrow enough for the
+    page: each method's errors, then its predictions against the measured spread and the link's band (the
+    second only where the summary has those columns)."""
+    shown = summary.set_index(["model", "method"])
+    found = []
+    for names in (VALIDATION_ERRORS, VALIDATION_SPREAD):
+        columns = [name for name in names if name in shown]
+        if columns:
+            found.append(shown[columns].rename(columns=names).round(1))
+    return found
 
 
 def roofline_display(roofline: pd.DataFrame, batches) -> pd.DataFrame:
