@@ -4,11 +4,13 @@ one line and exit 2; --json round-trips; --measure and --validate measure here, 
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from helpers.advise import __main__ as cli
 from helpers.advise import counting, measure, validate
+from helpers.costmodel import timemodel
 from helpers.results import ResultStore
 
 TINY = """from torch import nn
@@ -108,6 +110,16 @@ def test_validate_launches_real_ddp_on_two_gloo_ranks_and_compares(in_a_project)
                               timed_steps=2, time_limit_seconds=120)  # fmt: skip
     row = table.iloc[0]
     assert (row["ranks"], row["launches"], row["global_batch"]) == (2, 1, 8)
+    medians = timemodel.stored_all_reduce_alpha_beta(store)["medians"]  # chapter 4's other fit: the band
+    assert model_time.other_links == ((medians["alpha_seconds"], medians["seconds_per_byte"]),)
+    slower_link = replace(
+        model_time, alpha_seconds=medians["alpha_seconds"], seconds_per_byte=medians["seconds_per_byte"]
+    )
+    other = timemodel.predict_step_seconds("ddp_overlap", counted.name, 8, 2, slower_link)
+    assert (row["predicted_low_seconds"], row["predicted_high_seconds"]) == (
+        min(row["predicted_seconds"], other),
+        max(row["predicted_seconds"], other),
+    )
     assert row["measured_seconds"] > 0 and row["predicted_seconds"] > 0
     assert row["error_percent"] == pytest.approx(
         (row["predicted_seconds"] / row["measured_seconds"] - 1) * 100

@@ -377,6 +377,7 @@ def test_ranks_on_separate_gpus_speed_up_where_compute_dominates():
     central, other = kept.link_variants()
     assert central is kept and other.other_links == () and other.compute is kept.compute
     assert (other.alpha_seconds, other.seconds_per_byte) == kept.other_links[0]
+    assert timemodel.other_link_fits({"alpha_seconds": 1e-5, "seconds_per_byte": 1e-11}) == ()  # one fit
     assert on_gpus.peer_copy_seconds_per_byte == pytest.approx(1 / 200e9)
     assert "copy bandwidth, GPU to GPU (GB/s)" in set(inputs["input"])
     one = timemodel.predict_step_seconds("ddp_overlap", "ConvNet", 400, 1, on_gpus)

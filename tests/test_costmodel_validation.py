@@ -196,8 +196,8 @@ def test_a_prediction_carries_the_band_of_the_link_s_fits_by_hand():
     assert summary.loc["dataparallel", "link_band_percent"] == 0
     assert prose.link_band_note(validated) == (
         "Chapter 4's link fitted to each size's median instead of its lower quartile moves the DDP "
-        "predictions by up to 1.4 % (median 1.4 %); the band between the two fits holds the measured step at "
-        "1 of the 1 overlapped-DDP measurement. The errors above are the lower-quartile fit's, the one the "
+        "predictions by up to 1.4 % (median 1.4 %); the band between the two fits holds the measured step of "
+        "the one overlapped-DDP measurement. The errors above are the lower-quartile fit's, the one the "
         "model uses."
     )
     # every prediction above its measurement, the band above the prediction: it cannot explain the error
@@ -206,8 +206,10 @@ def test_a_prediction_carries_the_band_of_the_link_s_fits_by_hand():
         "the link's uncertainty only widens these errors and cannot explain them. The errors above are the "
         "lower-quartile fit's, the one the model uses."
     )
-    assert "at 0 of the 1 overlapped-DDP measurement" in prose.link_band_note(above)
+    assert "does not hold the measured step of the one overlapped-DDP measurement" in prose.link_band_note(
+        above
+    )
     small = validated.assign(predicted_high_seconds=validated["predicted_seconds"] * 1.005)
-    assert prose.link_band_note(small).endswith(
-        "by 1 % or more: the all-reduce is a small part of each step."
+    assert prose.link_band_note(small).endswith(  # 0.005 × 0.4035 s against a 0.405 s step: 0.5 points
+        "by 1 % or more, nor any error above by more than 0.5 percentage points."
     )

@@ -140,14 +140,6 @@ def hardware_section(identifier: str, hardware: dict) -> list[str]:
     return lines
 
 
-REFERENCE_FIGURES = {  # helpers.reference_speed's figures, as the page names them
-    "cpu_matmul_gflops": "one CPU thread, float32 product (GFLOP/s)",
-    "cpu_copy_gbps": "one CPU thread, memory copy (GB/s)",
-    "cuda_matmul_gflops": "GPU, float32 product (GFLOP/s)",
-    "cuda_copy_gbps": "GPU, memory copy (GB/s)",
-}
-
-
 def reference_section(identifier: str) -> list[str]:
     """Markdown lines on the machine's speed across its records (``helpers.reference_speed``): per figure
     the lowest, median and highest reference over the records of every run that carry one, so a reader
@@ -159,8 +151,7 @@ def reference_section(identifier: str) -> list[str]:
         if (record := read_json(path)) and record.get("provenance_id") == identifier
     ]
     carrying = [record["reference"] for record in records if record.get("reference")]
-    # one reference is shared by the records measured within a minute of it: count it once
-    references = list({reference["measured_at"]: reference for reference in carrying}.values())
+    references = reference_speed.distinct(records)
     if not records:
         return []
     if not references:
@@ -178,8 +169,9 @@ def reference_section(identifier: str) -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, figures in reference_speed.spread(references).items():
+        label = reference_speed.FIGURE_NAMES.get(name, name)
         lines.append(
-            f"| {REFERENCE_FIGURES.get(name, name)} | {figures['records']} | {figures['lowest']:.3g} | "
+            f"| {label} | {figures['records']} | {figures['lowest']:.3g} | "
             f"{figures['median']:.3g} | {figures['highest']:.3g} | {1 + figures['gap']:.2f}× |"
         )
     return [*lines, ""]

@@ -24,12 +24,21 @@ import time
 
 import torch
 
+from helpers.stats import plural
+
 REFRESH_SECONDS = 60.0  # a reference older than this is timed again before the next measurement
 CPU_MATMUL_SIZE = 384  # float32 n×n product: 113 MFLOP, about 1 ms on one core of the 2-core Xeon
 CPU_COPY_BYTES = 16 * 2**20
 CUDA_MATMUL_SIZE = 4096  # 137 GFLOP, a few ms on an H100 or H200 with TF32 off
 CUDA_COPY_BYTES = 256 * 2**20
 MATMUL_SECONDS, COPY_SECONDS = 0.2, 0.1  # each figure is the mean rate over this long a window
+
+FIGURE_NAMES = {  # the figures, as the book names them
+    "cpu_matmul_gflops": "one CPU thread, float32 product (GFLOP/s)",
+    "cpu_copy_gbps": "one CPU thread, memory copy (GB/s)",
+    "cuda_matmul_gflops": "GPU, float32 product (GFLOP/s)",
+    "cuda_copy_gbps": "GPU, memory copy (GB/s)",
+}
 
 _cached: dict | None = None
 _cached_at = 0.0
@@ -124,6 +133,54 @@ def spread(references: list[dict]) -> dict:
             "gap": max(values) / min(values) - 1,
         }
     return summary
+
+
+def distinct(records: list[dict]) -> list[dict]:
+    """The references ``records`` carry, each once: one reference is shared by every record measured
+    within ``REFRESH_SECONDS`` of it."""
+    carrying = [record["reference"] for record in records if record.get("reference")]
+    return list({reference["measured_at"]: reference for reference in carrying}.values())
+
+
+def pooled_note(records: list[dict], what: str) -> str:
+    """What a fit or check that pools ``records`` (``what``: "This section's fit and check read") can say
+    of the machine's speed across them: how many records, on how many days, from when to when, and the
+    largest gap between the references they carry, or that none carries one. A machine's speed drifts
+    between days (chapter 3 found this one twice as slow on another day), so records pooled across days
+    carry that drift into the fit unless their references show it did not."""
+    if not records:
+        return ""
+    times = [
+        when[:16].replace("T", " ")
+        for when in sorted(r["measured_at"] for r in records if r.get("measured_at"))
+    ]
+    days = len({when[:10] for when in times})
+    if not times:
+        on = "at times not kept"
+    elif times[0] == times[-1]:
+        on = f"at {times[0]} UTC"
+    elif days == 1:
+        on = f"on {times[0][:10]}, from {times[0][11:]} to {times[-1][11:]} UTC"
+    else:
+        on = f"on {days} days, from {times[0]} to {times[-1]} UTC"
+    text = f"{what} {len(records):,} {plural(len(records), 'record')} of this machine, measured {on}"
+    references = distinct(records)
+    if not references:
+        after = ", and a drift between days would be inside the fit" if days > 1 else ""
+        return text + (
+            "; none of them carries the machine's reference speed (they predate it), so whether the machine "
+            f"ran at one speed across them cannot be checked{after}."
+        )
+    carrying = sum(1 for record in records if record.get("reference"))
+    gaps = spread(references)
+    name, widest = max(gaps.items(), key=lambda item: item[1]["gap"])
+    left = len(records) - carrying
+    without = f" ({left:,} {'predates' if left == 1 else 'predate'} it)" if left else ""
+    return text + (
+        f"; {carrying:,} carry the machine's reference speed{without}, {len(references)} distinct references "
+        f"whose widest gap is {widest['gap'] * 100:.0f} % ({FIGURE_NAMES.get(name, name)}: "
+        f"{widest['lowest']:.3g} to {widest['highest']:.3g}; the reference's own noise is part of it)."
+    )
 
 
 def pair_gaps(references: list[dict]) -> list[float]:

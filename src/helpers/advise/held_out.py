@@ -15,6 +15,7 @@ from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.report import listed
 from helpers.costmodel import gpus
+from helpers.costmodel.prose import link_band_note as link_band_note_of
 
 
 def _standing(new: list[float], reference: list[float]) -> str | None:
@@ -166,6 +167,16 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
     ]
     counts = sorted(set(table.loc[table["launches"] > 1, "launches"]))
     launches = f"the {counts[0]} launches" if len(counts) == 1 else "the launches"
+    banded = "predicted_high_seconds" in table
+    predicted = [
+        band_text(p, lo, hi) if banded else f"{p * 1e3:.3g}"
+        for p, lo, hi in zip(
+            table["predicted_seconds"],
+            table.get("predicted_low_seconds", table["predicted_seconds"]),
+            table.get("predicted_high_seconds", table["predicted_seconds"]),
+            strict=True,
+        )
+    ]
     label = {"range": f"error (%), range over {launches}", "none": "error (%), one launch",
              "interval": "error (%), 95 % interval",
              "mixed": "error (%), 95 % interval or range over the launches"}[spread_label(table)]  # fmt: skip
@@ -173,12 +184,29 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
         {
             "model": table["model"],
             "ranks": table["ranks"],
-            "predicted (ms)": (table["predicted_seconds"] * 1e3).map("{:.3g}".format),
+            "predicted (ms)" + (", band over the link's two fits" if banded else ""): predicted,
             "measured (ms): median launch (range)": measured,
             "launches": table["launches"],
             label: error,
         }
     )
+
+
+def band_text(central: float, low: float, high: float) -> str:
+    """A prediction in ms with its band over the link's fits, "12.3 (12.1–13)"; the central value alone
+    where the band does not show at three significant digits (one rank: no all-reduce)."""
+    texts = [f"{value * 1e3:.3g}" for value in (central, low, high)]
+    return texts[0] if texts[1] == texts[2] else f"{texts[0]} ({texts[1]}–{texts[2]})"
+
+
+def link_band_note(table: pd.DataFrame) -> str:
+    """How far chapter 4's uncertain link moves ``validate``'s multi-rank predictions, and how many measured
+    steps its band holds (``prose.link_band_note``, in this chapter's terms); "" without such rows."""
+    several = table[table["ranks"] > 1]
+    if several.empty or "predicted_high_seconds" not in several:
+        return ""
+    rows = several.rename(columns={"measured_seconds": "step_seconds"}).assign(method="ddp_overlap")
+    return link_band_note_of(rows, noun="multi-rank point")
 
 
 def launch_medians(records: list[dict], names: dict[str, str], **match) -> dict[tuple, list[float]]:
@@ -228,9 +256,10 @@ def held_out_sentences(
     (``is_launch_range``: the range of a few launches, not a 95 % interval), and launches that drifted one
     way (``medians``: ``launch_medians``) are said to have. Keys: ``interval_setting``,
     ``held_out_detail`` (every point with its spread and verdict), ``held_out_summary`` (7.4),
-    ``held_out_answer`` (the answer box), ``held_out_takeaway``, ``accuracy_goal``."""
+    ``held_out_answer`` (the answer box), ``held_out_takeaway``, ``accuracy_goal``, ``held_out_link_band``
+    (``link_band_note``)."""
     several = table[table["ranks"] > 1]
-    found = {"accuracy_goal": f"{goal:g} %"}
+    found = {"accuracy_goal": f"{goal:g} %", "held_out_link_band": link_band_note(table)}
     if several.empty:
         none = "No multi-rank launch ran here, so the time model was not checked on this machine."
         return found | {"held_out_detail": "no multi-rank launch ran here", "held_out_summary": none,

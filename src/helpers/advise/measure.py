@@ -250,7 +250,8 @@ def steps_time_model(
 ) -> timemodel.TimeModel:
     """The time model of a measured model: its compute lines (``timemodel.fit_compute`` across runs), the
     optimizer's measured seconds per parameter at each thread count, the all-reduce's ``link`` (α, β), a
-    copy's speed on one device and, with ``devices`` > 1, from one GPU to another (``peer``)."""
+    copy's speed on one device and, with ``devices`` > 1, from one GPU to another (``peer``); the link's
+    fit to medians, where ``link`` has one, as its other fit (``other_links``)."""
     optimizer = (steps.groupby("threads")["optimizer_seconds"].median() / parameters).to_dict()
     return timemodel.TimeModel(
         compute=timemodel.fit_compute(steps),
@@ -262,6 +263,7 @@ def steps_time_model(
         device_type=device,
         devices=devices,
         peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
+        other_links=timemodel.other_link_fits(link),
     )
 
 

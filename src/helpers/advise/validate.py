@@ -103,7 +103,8 @@ def validate(
 ) -> pd.DataFrame:
     """Launch DDP on every world size ``launches`` times, alternating, and compare rank 0's median step
     with ``timemodel.predict_step`` (DDP with overlap) of ``model_time``: one row per world size with the
-    prediction, the median launch, its spread across launches and the error (%)."""
+    prediction and its band over the link's fits (``TimeModel.link_variants``), the median launch, its
+    spread across launches and the error (%)."""
     config = validation_config(spec, counted, global_batch, backend, device, timed_steps)
     order = [(number, k) for number in range(launches) for k in world_sizes]
     medians: dict[int, list[list[float]]] = {k: [] for k in world_sizes}
@@ -112,7 +113,10 @@ def validate(
         medians[k].append(record["result"]["step_seconds_all"])
     rows = []
     for k, runs in medians.items():
-        predicted = timemodel.predict_step_seconds("ddp_overlap", counted.name, global_batch, k, model_time)
+        predicted, *others = [
+            timemodel.predict_step_seconds("ddp_overlap", counted.name, global_batch, k, variant)
+            for variant in model_time.link_variants()
+        ]
         per_launch = [statistics.median(steps) for steps in runs]
         measured = statistics.median(per_launch)
         ratio = launch_speedup(runs, [[predicted]] * len(runs))  # measured over predicted, across launches
@@ -122,6 +126,8 @@ def validate(
                 "ranks": k,
                 "global_batch": global_batch,
                 "predicted_seconds": predicted,
+                "predicted_low_seconds": min(predicted, *others),
+                "predicted_high_seconds": max(predicted, *others),
                 "measured_seconds": measured,
                 "launch_low": min(per_launch),
                 "launch_high": max(per_launch),
@@ -161,10 +167,12 @@ def calibrate_and_validate(
 
 def as_validated(table: pd.DataFrame) -> pd.DataFrame:
     """``validate``'s rows in the form chapter 5's figure of predicted against measured steps takes: one
-    panel per rank count, the launches' range as the measured spread."""
+    panel per rank count, the launches' range as the measured spread, the link's band as the predicted one."""
     return pd.DataFrame({
         "model": table["model"], "method": table["ranks"].map(lambda k: f"DDP, {counted(k, 'rank')}"),
         "step_seconds": table["measured_seconds"], "predicted_seconds": table["predicted_seconds"],
+        "predicted_low_seconds": table["predicted_low_seconds"],
+        "predicted_high_seconds": table["predicted_high_seconds"],
         "step_min": table["launch_low"], "step_max": table["launch_high"],
     })  # fmt: skip
 

@@ -207,10 +207,10 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
             "link_band_note": link_band_note(validated)}  # fmt: skip
 
 
-def link_band_note(validated: pd.DataFrame) -> str:
+def link_band_note(validated: pd.DataFrame, noun: str = "overlapped-DDP measurement") -> str:
     """How far chapter 4's uncertain link (the lower-quartile fit against the fit to medians) moves the DDP
-    predictions, and how many overlapped-DDP measurements lie inside that band, with what a band on one
-    side of predictions already above every measurement means; "" without DDP rows."""
+    predictions, and how many overlapped-DDP measurements (``noun``) lie inside that band, with what a band
+    on one side of predictions already above every measurement means; "" without DDP rows."""
     if validated.empty or "predicted_high_seconds" not in validated:
         return ""
     rows = validated[validated["method"].str.startswith("ddp")]
@@ -219,16 +219,25 @@ def link_band_note(validated: pd.DataFrame) -> str:
     width = link_band_percent(rows)
     lead = "Chapter 4's link fitted to each size's median instead of its lower quartile"
     if width.max() < 1:
-        small = "the all-reduce is a small part of each step"
-        return f"{lead} moves no DDP prediction here by 1 % or more: {small}."
+        moved = (
+            (rows["predicted_high_seconds"] - rows["predicted_low_seconds"]) / rows["step_seconds"]
+        ).max()
+        return (
+            f"{lead} moves no DDP prediction here by 1 % or more, nor any error above by more than "
+            f"{moved * 100:.1f} percentage points."
+        )
     overlapped = rows[rows["method"] == "ddp_overlap"]
     inside = overlapped["step_seconds"].between(
         overlapped["predicted_low_seconds"], overlapped["predicted_high_seconds"]
     )
+    holds = (
+        f"{'holds' if inside.all() else 'does not hold'} the measured step of the one {noun}"
+        if len(overlapped) == 1
+        else f"holds the measured step at {int(inside.sum())} of the {counted(len(overlapped), noun)}"
+    )
     text = (
         f"{lead} moves the DDP predictions by up to {width.max():.1f} % (median {width.median():.1f} %); "
-        f"the band between the two fits holds the measured step at {int(inside.sum())} of the "
-        f"{counted(len(overlapped), 'overlapped-DDP measurement')}."
+        f"the band between the two fits {holds}."
     )
     above = (rows["predicted_low_seconds"] > rows["step_seconds"]).all()
     one_sided = (rows["predicted_seconds"] == rows["predicted_low_seconds"]).all()

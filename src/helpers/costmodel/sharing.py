@@ -89,7 +89,7 @@ def _held_out_time_model(records: list[dict], config: dict) -> timemodel.TimeMod
     (counted,) = validate.counted_models([config["model"].split(" [")[0]]).values()
     parameters = counted.parameters
     link = timemodel.all_reduce_alpha_beta(records, "gloo", "cuda")
-    copy = timemodel.copy_record(records, "cuda:0", "cuda:0")
+    copy = timemodel.copy_record(records, "cuda:0", "cuda:0")["result"]
     return measure.steps_time_model(pd.DataFrame(rows), parameters, link, copy, "cuda")
 
 

@@ -449,6 +449,13 @@ def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: st
     return {**fit_alpha_beta(rows), "record_key": key, "medians": medians}
 
 
+def other_link_fits(link: dict) -> tuple[tuple[float, float], ...]:
+    """An ``all_reduce_alpha_beta`` result's other fit (to each size's median), where it carries one, as
+    ``TimeModel.other_links``: the band the all-reduce's uncertain α and β put on a prediction."""
+    medians = link.get("medians")
+    return ((medians["alpha_seconds"], medians["seconds_per_byte"]),) if medians else ()
+
+
 def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", device: str = "cpu") -> dict:
     """``all_reduce_alpha_beta`` of the store's chapter 4 records; where chapter 4 did not run into this
     store, the all-reduce alone is benchmarked on two ranks first (and stored)."""
@@ -460,7 +467,8 @@ def stored_all_reduce_alpha_beta(store: ResultStore, backend: str = "gloo", devi
 
 
 def copy_record(records: list[dict], device: str, to: str) -> dict:
-    """The newest copy calibration from ``device`` to ``to``; ValueError naming it when there is none."""
+    """The newest copy calibration record from ``device`` to ``to``; ValueError naming it when there is
+    none."""
     found = [
         r for r in records
         if r["kind"] == "copy_calibration" and r["config"]["device"] == device
@@ -468,7 +476,33 @@ def copy_record(records: list[dict], device: str, to: str) -> dict:
     ]  # fmt: skip
     if not found:
         raise ValueError(f"no copy calibration from {device} to {to} among the records")
-    return found[-1]["result"]
+    return found[-1]
+
+
+def calibration_records(
+    records: list[dict], models, *, backend: str, timed_steps: int, device_type: str = "cpu", devices: int = 1
+) -> dict[str, list[dict]]:
+    """The records ``time_model_from_records`` builds its model from, by role: ``step_timing`` (float32
+    single-device timings of ``models`` with ``timed_steps``), ``link`` (the one all-reduce benchmark
+    ``all_reduce_alpha_beta`` fits), ``copy`` (the newest copy on one device, and from the first GPU to
+    the second when ``devices`` > 1) and ``optimizer`` (single-replica ``dataparallel_timing``)."""
+    target = "cuda:0" if device_type == "cuda" else "cpu"  # where single-device calibrations ran
+    benchmarks = [r for r in records if r["kind"] == "collective_benchmark"]
+    chosen = all_reduce_alpha_beta(benchmarks, backend, device_type)["record_key"]
+    return {
+        "step_timing": [
+            r for r in records
+            if r["kind"] == "step_timing" and r["config"].get("autocast") is None
+            and r["config"]["device"] == target and r["config"]["timed_steps"] == timed_steps
+            and r["config"]["model"] in models
+        ],
+        "link": [r for r in benchmarks if r.get("key") == chosen],
+        "copy": [copy_record(records, target, target)]
+        + ([copy_record(records, "cuda:0", "cuda:1")] if devices > 1 else []),
+        "optimizer": [
+            r for r in records if r["kind"] == "dataparallel_timing" and r["config"]["devices"] == [target]
+        ],
+    }  # fmt: skip
 
 
 def time_model_from_records(
@@ -490,24 +524,17 @@ def time_model_from_records(
     CPU; the GPUs used on CUDA, so that k ranks on k GPUs compute side by side.
     """
     target = "cuda:0" if device_type == "cuda" else "cpu"  # where single-device calibrations ran
-    timings = pd.DataFrame(
-        [
-            {**record["config"], **record["result"]}
-            for record in records
-            if record["kind"] == "step_timing" and record["config"].get("autocast") is None
-            and record["config"]["device"] == target and record["config"]["timed_steps"] == timed_steps
-            and record["config"]["model"] in models
-        ]
-    )  # fmt: skip
+    used = calibration_records(
+        records, models, backend=backend, timed_steps=timed_steps, device_type=device_type, devices=devices
+    )
+    timings = pd.DataFrame([{**record["config"], **record["result"]} for record in used["step_timing"]])
     if timings.empty:
         raise ValueError(f"no single-device step timings of {list(models)} on {target} among the records")
     compute = fit_compute(timings)
-    link = all_reduce_alpha_beta(records, backend, device_type)
-    copy = copy_record(records, target, target)
-    peer = copy_record(records, "cuda:0", "cuda:1") if devices > 1 else None
-    optimizer = fit_optimizer_seconds_per_parameter(
-        [r for r in records if r["kind"] == "dataparallel_timing" and r["config"]["devices"] == [target]]
-    )
+    link = all_reduce_alpha_beta(used["link"], backend, device_type)
+    copy, *peers = (record["result"] for record in used["copy"])
+    peer = peers[0] if peers else None
+    optimizer = fit_optimizer_seconds_per_parameter(used["optimizer"])
     model = TimeModel(
         compute=compute,
         alpha_seconds=link["alpha_seconds"],
@@ -518,7 +545,7 @@ def time_model_from_records(
         device_type=device_type,
         devices=devices,
         peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
-        other_links=((link["medians"]["alpha_seconds"], link["medians"]["seconds_per_byte"]),),
+        other_links=other_link_fits(link),
     )
     source = f"chapter 4: dist.all_reduce benchmark, {backend} on {device_type}"
     inputs = pd.DataFrame(

@@ -8,10 +8,31 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.costmodel.timemodel import TimeModel, _model_facts, predict_step
+from helpers.costmodel.timemodel import TimeModel, _model_facts, calibration_records, predict_step
 from helpers.dataparallel import chunk_sizes
 from helpers.results import canonical_json
 from helpers.stats import spread
+
+
+def checked_records(
+    records: list[dict], min_ranks: int = 2, backend: str | None = None, device: str | None = None
+) -> list[dict]:
+    """The records ``measured_frame`` validates on: ``ddp_run`` with at least ``min_ranks`` ranks (of
+    ``backend``, where given) and ``dataparallel_timing`` with at least as many replicas, on ``device``'s
+    kind where given."""
+
+    def on(config: dict) -> str:
+        return str(config.get("device") or config.get("devices", ["cpu"])[0])
+
+    return [
+        record for record in records
+        if (device is None or on(record["config"]).startswith(device))
+        and (
+            (record["kind"] == "ddp_run" and record["config"]["world_size"] >= min_ranks
+             and (backend is None or record["config"]["backend"] == backend))
+            or (record["kind"] == "dataparallel_timing" and len(record["config"]["devices"]) >= min_ranks)
+        )
+    ]  # fmt: skip
 
 
 def measured_frame(
@@ -26,24 +47,17 @@ def measured_frame(
     with ``device`` ("cpu" or "cuda") only the runs on that kind of device.
     """
     groups: dict[str, dict] = {}
-    for record in records:
+    for record in checked_records(records, min_ranks, backend, device):
         config, result = record["config"], record["result"]
-        on = config.get("device") or str(config.get("devices", ["cpu"])[0])
-        if device is not None and not on.startswith(device):
-            continue
-        if record["kind"] == "ddp_run" and backend is not None and config["backend"] != backend:
-            continue
-        if record["kind"] == "ddp_run" and config["world_size"] >= min_ranks:
+        if record["kind"] == "ddp_run":
             row = {"kind": "ddp", "ranks": config["world_size"],
                    "global_batch": config["global_batch_size"], "threads": result["threads_per_rank"],
                    "bucket_cap_mb": config["bucket_cap_mb"],
                    "compression": config.get("compression")}  # fmt: skip
-        elif record["kind"] == "dataparallel_timing" and len(config["devices"]) >= min_ranks:
+        else:
             row = {"kind": "dataparallel", "ranks": len(config["devices"]),
                    "global_batch": config["batch_size"], "threads": config["threads"],
                    "bucket_cap_mb": None, "compression": None}  # fmt: skip
-        else:
-            continue
         same = canonical_json({key: value for key, value in config.items() if key != "launch"})
         group = groups.setdefault(same, {"measurement": record["key"], "model": config["model"], **row,
                                          "launches": []})  # fmt: skip
@@ -58,6 +72,21 @@ def measured_frame(
     columns = ["measurement", "kind", "model", "ranks", "global_batch", "threads", "bucket_cap_mb",
                "compression", "launches", "step_seconds", "step_min", "step_max"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def pooled_records(
+    records: list[dict], models, *, backend: str, timed_steps: int, device: str = "cpu", devices: int = 1
+) -> list[dict]:
+    """Every record the time model and its check read for ``models``: the calibration
+    (``timemodel.calibration_records``) and the multi-rank runs it is checked on (``checked_records``),
+    each once: what ``reference_speed.pooled_note`` speaks of."""
+    used = calibration_records(
+        records, models, backend=backend, timed_steps=timed_steps, device_type=device, devices=devices
+    )
+    checked = [
+        r for r in checked_records(records, backend=backend, device=device) if r["config"]["model"] in models
+    ]
+    return list({id(r): r for r in [*(r for group in used.values() for r in group), *checked]}.values())
 
 
 def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
