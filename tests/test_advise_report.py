@@ -1,6 +1,8 @@
 """helpers.advise.report: the tables chapter 7 shows count as chapter 5 does; its sentences are built from
 how many held-out points there are and from the machine that measured them."""
 
+from dataclasses import replace
+
 from helpers.advise import counting, report
 from helpers.models import build_model
 
@@ -26,3 +28,51 @@ def test_convnet_s_host_ops_are_chapter_5_s_hand_count_and_the_tool_counts_aten_
     column = "host ops per step (layers, loss, optimizer)"
     assert report.model_table({"ConvNet": book}).loc["ConvNet", column] == 33 + 4 + 12
     assert report.model_table({"counted": tool}).loc["counted", column] == 28 + 4 + 12
+
+
+def test_the_verdicts_of_a_model_are_a_table_of_its_multi_gpu_machines():
+    """Issue 38, 2: 7.3's verdicts, once an 832-word paragraph, are a table per model whose cells are the
+    verdict sentences' own figures and verdicts, a row per multi-GPU machine; the basis only where it
+    differs between machines."""
+    from helpers.advise import predict
+    from helpers.costmodel.prose import short_verdict
+
+    found = predict.advise(counting.count_book_model("ConvNet"), 96, [1, 4])
+    view = report.verdict_view(found)
+    several = found.machines[found.machines["gpus"] > 1]
+    assert view.index.name == "ConvNet" and len(view) == len(several) == len(found.verdicts)
+    for (machine, shown), row, sentence in zip(
+        view.iterrows(), several.itertuples(), found.verdicts, strict=True
+    ):
+        assert machine == f"{row.machine}: {row.gpus} × {row.gpu}"
+        assert sentence.startswith(f"{row.gpus} × {row.gpu} ({row.machine}): {row.speedup:.3g}× ")
+        assert shown["speed-up (×)"].startswith(f"{row.speedup:.3g}")
+        assert f"— {shown['time verdict']}; {shown['dollar verdict']}" in sentence
+        assert shown["time verdict"] == short_verdict(row.faster)
+    assert "basis" not in view  # every machine priced by the roofline here
+    mixed = found.machines.assign(basis=["measured"] + ["roofline"] * (len(found.machines) - 1))
+    assert "basis" in report.verdict_view(replace(found, machines=mixed))
+
+
+def test_where_the_all_reduce_stands_is_said_beside_the_verdict_tables():
+    """The verdict table leaves out what the old sentences said per machine: one bucket, so the all-reduce
+    follows backward, and how long it takes, from the fastest machine's to the slowest's."""
+    from helpers.advise import predict
+
+    advice = {
+        name: predict.advise(counting.count_book_model(name), 96, [1, 4]) for name in ("LinearNet", "ConvNet")
+    }
+    tails = {name: found.conditions["tail_seconds"] * 1e6 for name, found in advice.items()}
+    assert report.bucket_note(advice) == (
+        "The gradients of `LinearNet` and `ConvNet` each fit one DDP bucket at the default 25 MiB cap, so on "
+        "every machine the all-reduce follows backward, never hidden (`LinearNet` "
+        f"{report.plain(tails['LinearNet'].min())}–{report.plain(tails['LinearNet'].max())} µs, `ConvNet` "
+        f"{report.plain(tails['ConvNet'].min())}–{report.plain(tails['ConvNet'].max())} µs a step across the "
+        "machines)."
+    )
+    split = advice["ConvNet"].conditions.assign(buckets=2)
+    several = {"ConvNet": replace(advice["ConvNet"], conditions=split)}
+    assert report.bucket_note(several) == (
+        "`ConvNet`'s gradients split into several buckets, all but the last of which can hide behind "
+        "backward."
+    )

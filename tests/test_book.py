@@ -133,7 +133,7 @@ def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, pa
 
 
 # A code block or image must fit the column; a table may be wider only inside an output that scrolls
-# sideways, and that output must fit the column.
+# sideways, and that output must fit the column; a text report folded under a labelled toggle may scroll.
 RUNS_OFF = """
 const right = document.querySelector('article').getBoundingClientRect().right + 1;
 const scroller = e => {
@@ -144,7 +144,9 @@ const scroller = e => {
 };
 return [...document.querySelectorAll('article pre, article table, article img')].filter(e => {
   const box = e.tagName === 'TABLE' && scroller(e) ? scroller(e) : e;
-  return (box === e && e.scrollWidth > e.clientWidth + 1) || box.getBoundingClientRect().right > right;
+  const foldedScroller = e.closest('details') && getComputedStyle(e).overflowX === 'auto';
+  return (box === e && !foldedScroller && e.scrollWidth > e.clientWidth + 1)
+    || box.getBoundingClientRect().right > right;
 }).map(e => e.tagName + ': ' + e.innerText.slice(0, 80));
 """
 # Every word of every table header (split at spaces, hyphens and slashes) lies on one line.
@@ -223,3 +225,66 @@ def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
     assert browser.execute_script(pending) == 0, f"{page}: math left untypeset"
     text = browser.execute_script(OUTSIDE_MATH)
     assert "\\(" not in text and "\\)" not in text, f"{page}: raw math delimiters in the prose"
+
+
+# Issue 38's layout budgets, measured on the rendered page. Paragraphs generated from the records that are
+# still longer than the budget, named by their opening words; every other paragraph must keep it.
+PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS = 200, 60, 4
+LONG_GENERATED_PARAGRAPHS = (
+    "NCCL against Gloo",  # chapter 3's backends answer: its verdicts per model and backend, glued whole
+    "On 4 H200",  # chapter 3's NCCL reading
+    "Against one H200",  # chapter 5's roofline error note
+    "On the H200 the study measured",  # chapter 5's step-model check
+)
+BUDGETS = """
+const article = document.querySelector('article');
+const folded = e => e.closest('details') !== null && !e.closest('details').open;
+const paragraphs = [...article.querySelectorAll('p, li')].filter(p => !p.querySelector('p, li'))
+  .map(p => p.innerText.trim()).map(t => [t.split(/\\s+/).length, t.slice(0, 60)])
+  .filter(([words]) => words > arguments[0]);
+const outputs = [...article.querySelectorAll('.cell_output pre')].filter(p => !folded(p))
+  .map(p => [p.innerText.split('\\n').length, p.innerText.slice(0, 60)])
+  .filter(([lines]) => lines > arguments[1]);
+const plurals = [...new Set([...article.innerText.matchAll(/\\w+\\(s\\)/g)].map(m => m[0]))];
+const digits = t => t.replace(/[-+,]/g, '').replace(/0+$/, '').replace('.', '').replace(/^0+/, '').length;
+const floats = [...article.querySelectorAll('td')].map(t => t.innerText.trim())
+  .filter(t => /^[-+]?[\\d,]*\\.\\d+$/.test(t) && digits(t) > arguments[2]);
+const headings = [...article.querySelectorAll('h1, h2, h3')]
+  .filter(h => h.getBoundingClientRect().right > window.innerWidth + 1).map(h => h.innerText.slice(0, 60));
+const wider = document.documentElement.scrollWidth > window.innerWidth + 1;
+const answer = article.querySelector('.admonition.important');
+return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider,
+        answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
+        screens: document.documentElement.scrollHeight / window.innerHeight};
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("page", toc_pages())
+def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
+    """At 1280 px and at a phone's 390 px: no paragraph over 200 words (the long generated ones named
+    above aside), no output over 60 lines outside a fold, no "(s)" plural, no number in a table with more
+    than 4 significant digits after its point's zeros, no heading wider than the screen, nothing run off
+    the column and no page wider than the screen, and a chapter's answer within its first two screens at
+    1280 px."""
+    # headless Chromium keeps a window at least 500 px wide: a phone's width is emulated
+    metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": width < 500}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        browser.get(f"{served}/{page}")
+        found = browser.execute_script(BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS)
+        overflowing = browser.execute_script(RUNS_OFF)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    long = [p for p in found["paragraphs"] if not p[1].startswith(LONG_GENERATED_PARAGRAPHS)]
+    assert not long, f"{page} at {width} px: paragraphs over {PARAGRAPH_WORDS} words: {long}"
+    assert not found["outputs"], (
+        f"{page}: outputs over {OUTPUT_LINES} lines outside a fold: {found['outputs']}"
+    )
+    assert not found["plurals"], f"{page}: template plurals {found['plurals']}"
+    assert not found["floats"], f"{page}: table numbers with too many digits {found['floats'][:5]}"
+    assert not found["headings"], f"{page} at {width} px: headings wider than the screen {found['headings']}"
+    assert not overflowing, f"{page} at {width} px: runs off the page: {overflowing[:3]}"
+    assert not found["wider"], f"{page} at {width} px: the page is wider than the screen"
+    if width == 1280 and page.startswith("book/chapters/"):
+        assert found["answer"] is not None and found["answer"] < 2, f"{page}: the answer starts late"

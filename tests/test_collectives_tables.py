@@ -140,16 +140,20 @@ def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
     )
     priced = fits.query("operation == 'all_reduce'").iloc[0].to_dict()
     assert link_reading.describe_pricing(fits, priced, "gloo", "cpu") == (
-        "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models: this fit, where "
-        "chapter 5 is executed from this machine's records; a chapter 5 executed from another machine's "
-        "records, as another edition's may be, uses that machine's own fit."
+        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "test price DDP's all-reduce with the two-rank fit of the machine they model: this fit, where "
+        "executed from this machine's records; a chapter executed from another machine's records, as "
+        "another edition's chapter 5 may be, uses that machine's own fit. The GPUs chapter 5 prices for rent "
+        "use their links' published bandwidths, at an assumed share."
     )
     other = {"alpha_seconds": 5e-5, "seconds_per_byte": 2e-9, "bandwidth_bytes_per_second": 5e8}
     assert link_reading.describe_pricing(fits, other, "gloo", "cpu") == (
-        "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models; executed from "
-        "this machine's records it would use another two-rank benchmark of this results folder, the one with "
-        "the most message sizes: α = 50 µs and 1/β = 0.50 GB/s; a chapter 5 executed from another machine's "
-        "records, as another edition's may be, uses that machine's own fit."
+        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "test price DDP's all-reduce with the two-rank fit of the machine they model; executed from this "
+        "machine's records they would use another two-rank benchmark of this results folder, the one with "
+        "the most message sizes: α = 50 µs and 1/β = 0.50 GB/s; a chapter executed from another machine's "
+        "records, as another edition's chapter 5 may be, uses that machine's own fit. The GPUs chapter 5 "
+        "prices for rent use their links' published bandwidths, at an assumed share."
     )
     # the same 2.00x inside a two-rank fit that lies 150 % from its own points singles nothing out
     assert link_reading.describe_beyond(beyond, cores=2, fit_error=1.5).endswith(
@@ -444,3 +448,18 @@ def test_gpu_edition_prose_of_one_h200_shared_by_gloo_ranks():
         "all_reduce (our parameter server) 224 µs, broadcast (our ring, S=1) 374 µs): per message they pay "
         "what it pays to within that factor."
     )
+
+
+def test_the_benchmark_notes_count_their_nouns():
+    """Issue 38, 6: no "(s)" plurals, in the notes or in an older record's method."""
+    plan = pd.DataFrame({"backend": ["nccl", "gloo"], "ranks": [1, 2], "runs": [False, True],
+                         "reason": ["NCCL needs one GPU per rank", ""]})  # fmt: skip
+    frame = pd.DataFrame({"backend": ["gloo"] * 3, "world_size": 2, "label": ["a", "b", "c"],
+                          "requested_bytes": [1024, 2048, 4096],
+                          "status": ["ok", "skipped: budget", "ok"]})  # fmt: skip
+    notes = tables.benchmark_notes(
+        plan, frame, "median over 5 iterations, after 1 warm-up iteration(s); barrier"
+    )
+    assert notes[0] == "Not run: nccl, 1 rank: NCCL needs one GPU per rank"
+    assert notes[1] == "**1 case skipped:**" and list(notes[2].index.get_level_values("case")) == ["b"]
+    assert notes[3] == "Method: median over 5 iterations, after 1 warm-up iteration; barrier."

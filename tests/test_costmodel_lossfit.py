@@ -127,6 +127,6 @@ def test_a_repeated_curve_counts_once_and_only_unseen_crossings_are_tests(tmp_pa
     assert predictions.loc[0, "out_of_sample"]
     tested = lossfit.out_of_sample(predictions)
     assert tested["curve"].tolist()[0] == "clean" and "error (%)" in tested
-    assert tested["fitted up to step"].iloc[0] == 20
+    assert tested["fitted up to step"].iloc[0] == "20"  # whole steps, as text
     for row in predictions.itertuples():
         assert row.out_of_sample == (row.measured_step > row.fitted_up_to_step)  # "never" included

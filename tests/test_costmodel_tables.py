@@ -16,6 +16,8 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
     # written out, never in powers of ten
     assert tables.banded(frame.iloc[:1], "x", scale=1e3).tolist() == ["17,300 (8,950–50,300)"]
     assert tables.banded(frame.iloc[:1], "x", scale=1e-5).tolist() == ["0.000173 (0.0000895–0.000503)"]
+    missing = pd.DataFrame({"x": [float("nan")], "x_low": [float("nan")], "x_high": [float("nan")]})
+    assert tables.banded(missing, "x").tolist() == ["–"]  # no "– (–––)" placeholder (issue 38, 6)
 
 
 def test_prices_read_in_dollars_and_cents_with_human_columns():

@@ -240,8 +240,8 @@ def test_readable_byte_tables():
     table = dataparallel_results.bytes_table(["LinearNet"], [2], samples=2000, batch_size=20)
     # the seed's example: 100 steps of 48,408,880 bytes out and back, 1,000 clips of 48,000 bytes scattered
     assert table[("LinearNet", "2 replicas")].to_dict() == {
-        "scatter inputs": "48.0", "broadcast parameters": "4,840.9", "gather outputs": "0.0",
-        "scatter output gradients": "0.0", "reduce gradients": "4,840.9", "total": "9,729.9",
+        "scatter inputs": "48.0", "broadcast parameters": "4,841", "gather outputs": "0.040",
+        "scatter output gradients": "0.040", "reduce gradients": "4,841", "total": "9,730",
     }  # fmt: skip
 
 

@@ -79,6 +79,9 @@ def test_accumulation_table_compares_k_ranks_and_one_pass_with_k_micro_batches()
     assert scaling.phrase(ranks) == "faster, 2.00× (1.81–2.21×, 3 launches each)"
     view = scaling.accumulation_view(scaling.accumulation_table(accumulated, distributed))
     assert view.loc[("M", 2, "2 DDP ranks"), "range of launch ratios"] == "1.81–2.21×"  # 3 a side
+    shown = view.loc[("M", 2, "2 DDP ranks")]  # in ms, so that their ratio reads as the speed-up beside
+    assert (shown["accumulating: step (ms)"], shown["run compared: step (ms)"]) == ("2,000", "1,000")
+    assert shown["speed-up over accumulating"] == 2.0
 
 
 def test_the_shared_launch_is_named_only_where_strong_and_weak_meet():
@@ -92,7 +95,7 @@ def test_the_efficiency_view_reads_with_units():
     runs = launches("M", "strong", 1, [2.0, 2.1, 1.9]) + launches("M", "strong", 2, [1.25, 1.3, 1.2])
     view = scaling.efficiency_view(scaling.efficiency_table(runs))
     row = view.loc[("M", "strong", 2)]
-    assert row["step time (s)"] == 1.25 and row["efficiency E(k)"] == 0.8
+    assert row["step time (ms)"] == "1,250" and row["efficiency E(k)"] == 0.8
     assert row["range of launch ratios"] == "1.46–1.75×"  # 1.9 / 1.3 to 2.1 / 1.2: 3 launches a side
 
 
@@ -162,8 +165,8 @@ def test_the_accumulation_caveat_says_only_what_applies_to_the_device():
         "Where 4 processes here beat one process accumulating, that is not a second device"
     )
     assert scaling.accumulation_caveat(table("slower"), 4, H200, "cuda") == (
-        "Here the 4 DDP ranks time-share one GPU and all-reduce through host memory, so their rows price "
-        "that against one process accumulating, not 4 GPUs against one."
+        "Here the 4 DDP ranks time-share one GPU and all-reduce through host memory, so their comparison "
+        "with one process accumulating prices that time-sharing, not 4 GPUs against one."
     )
     four = {"usable_cores": 16, "gpus": [{"name": "H100"}] * 4}
     assert scaling.accumulation_caveat(table("faster"), 4, four, "cuda") == ""
@@ -216,9 +219,9 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     ddp = pairs(["2026-11-26T15:52:00+00:00", "2026-11-26T20:58:00+00:00"])
     after = pairs(["2026-11-26T21:03:00+00:00", "2026-11-26T21:04:00+00:00"])
     assert scaling.rounds_note({"ddp": ddp, "accumulation": after}) == (
-        "The records shown predate that order: they were measured from 2026-11-26 15:52 to 21:04 UTC in one "
-        "session, with the accumulation runs after every DDP launch (the first of them 5 min after the last "
-        "DDP launch)."
+        "The records shown were measured before the study launched in rounds: from 2026-11-26 15:52 to "
+        "21:04 UTC in one session, with the accumulation runs after every DDP launch (the first of them "
+        "5 min after the last DDP launch)."
     )
     soon = pairs(["2026-11-26T20:58:20+00:00"])
     assert "(the first of them under a minute after" in scaling.rounds_note(
@@ -226,7 +229,8 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     )
     before = pairs(["2026-11-25T10:00:00+00:00"])
     assert scaling.rounds_note({"ddp": ddp, "accumulation": before}) == (
-        "The records shown predate that order: the DDP launches were measured from 2026-11-26 15:52 UTC "
+        "The records shown were measured before the study launched in rounds: the DDP launches from "
+        "2026-11-26 15:52 UTC "
         "to 2026-11-26 20:58 UTC, the accumulation runs from 2026-11-25 10:00 UTC to 2026-11-25 10:00 UTC."
     )
     stamped = {"ddp": pairs(["2026-11-26T15:52:00+00:00"], "r"), "accumulation": pairs(["x"], "r")}

@@ -104,7 +104,7 @@ def test_views_name_their_units():
     view = memory.device_view(memory.device_table(["LinearNet"], 4, 32))
     assert list(view.columns) == ["weights (MiB)", "gradients (MiB)", "Adam state (MiB)",
                                   "activations (MiB)", "total (MiB)"]  # fmt: skip
-    assert view.loc[("LinearNet", 0), "weights (MiB)"] == round(LINEAR * 4 / 2**20, 2)  # 46.17
+    assert view.loc[("LinearNet", 0), "weights (MiB)"] == round(LINEAR * 4 / 2**20, 1)  # 46.2
     fits = memory.fit_view(memory.fit_table(["ConvNet"], {"test GPU": 10**9}, 4))
     assert list(fits.columns) == ["ConvNet, largest batch", "widest LinearNet (first-layer units)"]
     assert all("," in value for value in fits["widest LinearNet (first-layer units)"])  # thousands

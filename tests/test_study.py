@@ -440,6 +440,10 @@ def test_the_injected_parameters_are_folded_away_in_the_book(executed):
     notebook = nbformat.read(executed[0] / "book" / "chapters" / "smoke" / "01_tiny.ipynb", as_version=4)
     tagged = [cell.metadata.get("tags", []) for cell in notebook.cells]
     assert ["parameters", "hide-cell"] in tagged and ["injected-parameters", "hide-cell"] in tagged
+    labels = {cell.metadata["tags"][0]: cell.metadata["mystnb"]["code_prompt_show"]
+              for cell in notebook.cells if "hide-cell" in cell.metadata.get("tags", [])}  # fmt: skip
+    assert labels == {"parameters": "Show the chapter's default parameters",
+                      "injected-parameters": "Show the parameters this edition ran with"}  # fmt: skip
 
 
 H200 = {

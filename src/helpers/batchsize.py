@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from helpers.data import load_fsdd, take
 from helpers.models import build_model
-from helpers.train import check_positive, epoch_batches, evaluate, make_optimizer
+from helpers.train import check_positive, counted, epoch_batches, evaluate, make_optimizer
 
 
 def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> float:
@@ -283,6 +283,13 @@ def fit_position(b_crit: float, batches) -> str:
     if b_crit < low:
         return f"below the smallest batch measured ({low}), so an extrapolation"
     return f"inside the measured range ({low}–{high})"
+
+
+def unresolved_checkpoints(points: pd.DataFrame, samples: int) -> str:
+    """How many checkpoints' noise scale is only a lower bound (at or above the ``samples`` clips that
+    resolve it), as the prose counts them: "1 such checkpoint", "no such checkpoint"."""
+    unresolved = int((points["b_simple"] >= samples).sum())
+    return "no such checkpoint" if unresolved == 0 else counted(unresolved, "such checkpoint")
 
 
 def noise_against_critical(b_simple: float, b_crit: float) -> str:

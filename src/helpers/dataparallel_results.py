@@ -118,6 +118,14 @@ def moved_table(moved: dict) -> pd.DataFrame:
     )
 
 
+def megabytes(count: int) -> str:
+    """Bytes as MB (10⁶) to read, at most four significant digits: whole MB from 1,000 up ("4,841"), one
+    decimal from 10 ("150.5", so that two of them add up to the prose's 301), two significant digits below
+    ("0.040")."""
+    value = count / 1e6
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}" if value >= 10 else significant(value, 2)
+
+
 def bytes_table(names, replica_counts, samples: int, batch_size: int) -> pd.DataFrame:
     """``bytes_per_epoch`` to read: MB (10⁶ bytes) per phase and in total (rows), per model and replica
     count (columns), for one epoch of ``samples`` clips at ``batch_size``."""
@@ -128,7 +136,7 @@ def bytes_table(names, replica_counts, samples: int, batch_size: int) -> pd.Data
             counted = bytes_per_epoch(model, samples=samples, batch_size=batch_size, replicas=replicas)
             counted["total"] = sum(counted.values())
             columns[(name, f"{replicas} replicas")] = {
-                phase.replace("_", " "): f"{count / 1e6:,.1f}" for phase, count in counted.items()
+                phase.replace("_", " "): megabytes(count) for phase, count in counted.items()
             }
     return pd.DataFrame(columns).rename_axis("MB moved per epoch")
 

@@ -104,7 +104,7 @@ def explain_replicas(
     records do not split the phases' growth between the GPU and the host that issues its kernels: what
     they show is said, and a cause only as a plausible one. With ``weight_bytes`` (the model's parameters)
     and ``gpu`` (the driver's name of a GPU in ``costmodel.specs``), the time one read of the weights takes
-    at the datasheet's bandwidth."""
+    at the datasheet's bandwidth. Markdown: its paragraphs apart by a blank line."""
     ratio = multi["communication_to_compute"]
     kind = "network choke" if ratio >= 1 else "compute choke"
     change = speedup(single["step_seconds_all"], multi["step_seconds_all"])
@@ -114,7 +114,7 @@ def explain_replicas(
         f"with {multi['replicas']} replicas moving data took {ms(multi['transfer_seconds'])} ms per step and "
         f"computing {ms(multi['compute_seconds'])} ms, {times_as_long(ratio)}: a {kind} by the seed's "
         "definition (moving longer than computing is a network choke, the reverse a compute choke, the "
-        'seed\'s "GPU choke"). The '
+        'seed\'s "GPU choke").\n\nThe '
         f"step against one replica: {describe_speedup(change)}. The forward took "
         f"{many['forward'] / one['forward']:.2f}× and the backward {many['backward'] / one['backward']:.2f}× "
         f"as long as with one replica (one replica: {ms(one['forward'])} ms forward, "
@@ -170,8 +170,8 @@ def gpu_growth(single: dict, multi: dict, weight_bytes: int | None = None, gpu: 
             "beyond repeating the work."
         )
     text += (
-        " The records time each phase as a whole, on the host's clock, and do not split the growth between "
-        "the GPU and the host."
+        "\n\nThe records time each phase as a whole, on the host's clock, and do not split the growth "
+        "between the GPU and the host."
     )
     host = (
         "each replica's phase runs in a thread of its own (`helpers.dataparallel.in_threads`), the threads "

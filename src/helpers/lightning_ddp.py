@@ -414,7 +414,7 @@ def compare(store, models, world_sizes, settings: dict, launches: int = 3) -> di
             rows.append({"model": name, "framework": framework,
                          "step time (s)": significant(median_of_medians(steps)),
                          "against by hand": describe_speedup(change) if ours_row else "",
-                         "train loss": f"{last['train_loss']:.4f}",
+                         "train loss": f"{last['train_loss']:.4g}",
                          "loss difference (relative)": difference if ours_row else ""})  # fmt: skip
     compared = (
         f"Compared at {counted(size, 'rank')}, {counted(launches, 'launch')} each."

@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import load_fsdd, take
-from helpers.ddp import GlobalBatchSampler
+from helpers.ddp import GlobalBatchSampler, significant
 from helpers.launch import launch
 from helpers.models import build_model
 from helpers.results import measured_in_rounds
@@ -109,7 +109,8 @@ def stored_scaling_runs(
 
 
 def rounds_note(runs: dict[str, list[tuple[dict, dict]]]) -> str:
-    """The sentence saying how ``stored_scaling_runs``' records were measured: "" when every record
+    """The sentence saying how ``stored_scaling_runs``' records were measured, to stand before the prose on
+    rounds: "" when every record
     carries its round's stamp (``measured_with``: accumulation and DDP launches measured in one round);
     otherwise, for records stored before rounds were recorded, when the accumulation runs and the DDP
     launches were measured, so that a reader can see how far apart the two sides are."""
@@ -127,12 +128,13 @@ def rounds_note(runs: dict[str, list[tuple[dict, dict]]]) -> str:
         minutes = round((first - ddp_last).total_seconds() / 60)
         gap = f"{minutes} min" if minutes >= 1 else "under a minute"
         return (
-            f"The records shown predate that order: they were measured from {ddp_first.strftime(when)[:-4]} "
+            "The records shown were measured before the study launched in rounds: from "
+            f"{ddp_first.strftime(when)[:-4]} "
             f"to {last.strftime('%H:%M')} UTC in one session, with the accumulation runs after every DDP "
             f"launch (the first of them {gap} after the last DDP launch)."
         )
     return (
-        "The records shown predate that order: the DDP launches were measured from "
+        "The records shown were measured before the study launched in rounds: the DDP launches from "
         f"{ddp_first.strftime(when)} to {ddp_last.strftime(when)}, the accumulation runs from "
         f"{first.strftime(when)} to {last.strftime(when)}."
     )
@@ -184,12 +186,18 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def in_ms(seconds: float) -> str:
+    """A step time in milliseconds to three significant digits ("1,250", "8.06"): a ratio of two steps
+    shown reads as the speed-up beside it, which three decimals of a second do not."""
+    return significant(seconds * 1e3, 3)
+
+
 def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
     """``efficiency_table`` as the chapter shows it: one row per model, scaling and k, human columns."""
     view = pd.DataFrame(
         {
             "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
-            "launches": table["launches"], "step time (s)": table["step_median"].round(3),
+            "launches": table["launches"], "step time (ms)": table["step_median"].map(in_ms),
             "speed-up S(k)": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
                 interval_text(lo, hi, verdict)
@@ -344,17 +352,18 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
     """``accumulation_table`` as the chapter shows it: human columns with units, rounded."""
     view = pd.DataFrame(
         {
-            "model": table["model"], "k": table["k"], "against k micro-batches": table["candidate"],
+            "model": table["model"], "k": table["k"], "run compared": table["candidate"],
             "launches": table["launches"],
-            "accumulating step (s)": table["accumulation step s"].round(3),
-            "its step (s)": table["candidate step s"].round(3), "speed-up": table["speedup"].round(2),
+            "accumulating: step (ms)": table["accumulation step s"].map(in_ms),
+            "run compared: step (ms)": table["candidate step s"].map(in_ms),
+            "speed-up over accumulating": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
                 interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()
             ],
             "verdict": [verdict_words(*row) for row in table[["verdict", "low", "high"]].to_numpy()],
         }
     )  # fmt: skip
-    return view.set_index(["model", "k", "against k micro-batches"])
+    return view.set_index(["model", "k", "run compared"])
 
 
 def phrase(row) -> str:
@@ -440,8 +449,8 @@ def accumulation_caveat(table: pd.DataFrame, k: int, hardware: dict, device: str
         return ""
     if device == "cuda":
         return (
-            f"Here the {k} DDP ranks time-share one GPU and all-reduce through host memory, so their rows "
-            f"price that against one process accumulating, not {k} GPUs against one."
+            f"Here the {k} DDP ranks time-share one GPU and all-reduce through host memory, so their "
+            f"comparison with one process accumulating prices that time-sharing, not {k} GPUs against one."
         )
     rows = table[(table["k"] == k) & (table["candidate"] == f"{k} DDP ranks")]
     if not (rows["verdict"] == "faster").any():

@@ -230,15 +230,23 @@ def plan(
 
 
 HIDDEN_CELLS = {"parameters": "hide-cell", "injected-parameters": "hide-cell"}  # folded, not gone
+FOLD_LABELS = {  # what the book's toggle of each folded cell says (myst-nb's code_prompt_show / _hide)
+    "parameters": ("Show the chapter's default parameters", "Hide the default parameters"),
+    "injected-parameters": ("Show the parameters this edition ran with", "Hide the edition's parameters"),
+}
 
 
 def hide_setup(notebook: nbformat.NotebookNode) -> None:
-    """Tag the parameters and papermill's injected parameters so that the book folds them away."""
+    """Tag the parameters and papermill's injected parameters so that the book folds them away, each
+    toggle labelled with what it holds (``FOLD_LABELS``) rather than "Show code cell content"."""
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
         for tag, hidden in HIDDEN_CELLS.items():
             if tag in tags and hidden not in tags:
                 tags.append(hidden)
+            if tag in tags:
+                show, hide = FOLD_LABELS[tag]
+                cell.metadata["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": hide}
 
 
 def execute(chapter: Chapter, profile: str) -> float:

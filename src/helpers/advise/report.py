@@ -15,6 +15,7 @@ from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, specs, tables
+from helpers.costmodel.prose import short_verdict
 from helpers.results import write_json_atomically
 
 FASTER = "faster whatever the inputs"  # ``recommend.verdict``'s wording where the whole band is faster
@@ -92,6 +93,63 @@ def machine_view(advice: Advice) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def verdict_view(advice: Advice) -> pd.DataFrame:
+    """One model's verdicts as a table (7.3), a row per multi-GPU machine named with its GPUs: speed-up and
+    dollar multiple over one GPU with their bands, and the verdict each band allows
+    (``prose.short_verdict``: what decides it, where the band crosses 1×); the basis of the figures
+    (roofline or measured) only where it differs between machines."""
+    several = advice.machines[advice.machines["gpus"] > 1]
+    view = pd.DataFrame(
+        {
+            "speed-up (×)": [band(r.speedup, r.speedup_low, r.speedup_high) for r in several.itertuples()],
+            "$ over 1 GPU (×)": [
+                band(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high)
+                for r in several.itertuples()
+            ],
+            "time verdict": several["faster"].map(short_verdict).tolist(),
+            "dollar verdict": several["dollars"].map(short_verdict).tolist(),
+            "basis": several["basis"].tolist(),
+        },
+        index=[f"{r.machine}: {r.gpus} × {r.gpu}" for r in several.itertuples()],
+    ).rename_axis(advice.counted.label)
+    return view if several["basis"].nunique() > 1 else view.drop(columns="basis")
+
+
+def bucket_note(advice: dict[str, Advice]) -> str:
+    """Where each model's all-reduce stands, which ``verdict_view`` leaves out: the models whose gradients
+    fit one DDP bucket (so on every machine their all-reduce follows backward, never hidden, and how long
+    it takes there, central values from fastest to slowest machine) and those that split into several;
+    "" without multi-GPU machines."""
+    one, several = [], []
+    for label, found in advice.items():
+        if found.conditions.empty:
+            continue
+        (one if (found.conditions["buckets"] == 1).all() else several).append(label)
+    parts = []
+    if one:
+        whose = (
+            f"{listed(one)}'s gradients fit" if len(one) == 1 else f"the gradients of {listed(one)} each fit"
+        )
+        times = [
+            f"`{label}` {plain(advice[label].conditions['tail_seconds'].min() * 1e6)}–"
+            f"{plain(advice[label].conditions['tail_seconds'].max() * 1e6)} µs"
+            for label in one
+        ]
+        parts.append(f"{whose} one DDP bucket at the default 25 MiB cap, so on every machine the all-reduce "
+                     f"follows backward, never hidden ({', '.join(times)} a step across the "
+                     "machines)")  # fmt: skip
+    if several:
+        whose = (
+            f"{listed(several)}'s gradients" if len(several) == 1 else f"the gradients of {listed(several)}"
+        )
+        parts.append(f"{whose} split into several buckets, all but the last of which can hide behind "
+                     "backward")  # fmt: skip
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}."
 
 
 def method_view(advice: Advice) -> pd.DataFrame:

@@ -142,30 +142,36 @@ def describe_alphas(fits: pd.DataFrame, factor: float = 3.0) -> str:
 
 
 ELSEWHERE = (  # the chapter 5 a reader sees may be another edition's, executed from another machine
-    "a chapter 5 executed from another machine's records, as another edition's may be, uses that machine's "
-    "own fit"
+    "a chapter executed from another machine's records, as another edition's chapter 5 may be, uses that "
+    "machine's own fit"
 )
+RENTED = "The GPUs chapter 5 prices for rent use their links' published bandwidths, at an assumed share."
 
 
 def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str) -> str:
-    """What chapter 5 prices DDP's all-reduce with: the two-rank fit of the machine it models, so that of
+    """What chapters 5 (its step-time check), 6 and 7 price DDP's all-reduce with on the machine they
+    model, and that rented GPUs are priced from their links' published bandwidths: the two-rank fit of the
+    machine modelled, so that of
     this machine only where chapter 5 is executed from this machine's records; the book may show another
     machine's chapter 5, with that machine's fit, and the sentence says so (``ELSEWHERE``). ``priced`` is
     what chapter 5 would use from these records (``timemodel.all_reduce_alpha_beta`` of the results
     folder): the fit of ``dist.all_reduce`` shown here for ``backend`` on ``device``, or another record's,
     named by its α and 1/β."""
     chosen = fits.query("operation == 'all_reduce' and backend == @backend and device == @device")
-    machine = "Chapter 5 prices DDP's all-reduce with the two-rank fit of the machine it models"
+    machine = (
+        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "test price DDP's all-reduce with the two-rank fit of the machine they model"
+    )
     if (
         not chosen.empty
         and math.isclose(chosen["alpha_seconds"].iloc[0], priced["alpha_seconds"])
         and (math.isclose(chosen["seconds_per_byte"].iloc[0], priced["seconds_per_byte"]))
     ):
-        return f"{machine}: this fit, where chapter 5 is executed from this machine's records; {ELSEWHERE}."
+        return f"{machine}: this fit, where executed from this machine's records; {ELSEWHERE}. {RENTED}"
     return (
-        f"{machine}; executed from this machine's records it would use another two-rank benchmark of this "
+        f"{machine}; executed from this machine's records they would use another two-rank benchmark of this "
         f"results folder, the one with the most message sizes: α = {microseconds(priced['alpha_seconds'])} "
-        f"µs and 1/β = {priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s; {ELSEWHERE}."
+        f"µs and 1/β = {priced['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s; {ELSEWHERE}. {RENTED}"
     )
 
 

@@ -10,6 +10,7 @@ fitted link shows.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from helpers.collectives.p2p import lockstep_table
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, with_model_seconds
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import listed, speedup
+from helpers.train import counted
 
 MIB = 2**20
 BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
@@ -200,6 +202,21 @@ def skipped_cases(frame: pd.DataFrame) -> pd.DataFrame:
             "why": skipped["status"],
         }
     ).set_index(["backend", "ranks", "case"])
+
+
+def benchmark_notes(plan: pd.DataFrame, frame: pd.DataFrame, method: str) -> list:
+    """What goes with the benchmark's results, in order: a line per planned launch that did not run and
+    why, the cases skipped (a heading and ``skipped_cases``) and how it timed (``method``, as its record
+    states it, its older "warm-up iteration(s)" counted): Markdown strings and a table."""
+    notes: list = [f"Not run: {row.backend}, {counted(row.ranks, 'rank')}: {row.reason}"
+                   for row in plan.query("not runs").itertuples()]  # fmt: skip
+    skipped = skipped_cases(frame)
+    if len(skipped):
+        notes += [f"**{counted(len(skipped), 'case')} skipped:**", skipped]
+    method = re.sub(
+        r"(\d+) warm-up iteration\(s\)", lambda m: counted(int(m[1]), "warm-up iteration"), method
+    )
+    return [*notes, f"Method: {method}."]
 
 
 # ---------------------------------------------------------------------------------------------------------

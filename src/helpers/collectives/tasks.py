@@ -31,6 +31,7 @@ from helpers.collectives.p2p import (
     ring_all_reduce,
     ring_broadcast,
 )
+from helpers.stats import plural
 from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
 
 # the "[/pytorch/third_party/gloo/…/unbound_buffer.cc:78] " that starts gloo's errors
@@ -431,6 +432,7 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
             )
     order = {operation: index for index, operation in enumerate(BENCHMARK_OPERATIONS)}
     rows.sort(key=lambda row: (order[row["operation"]], row["chunks"] or 0, row["requested_bytes"]))
+    warmups = max(1, config["warmup_iterations"])
     return {
         "rows": rows,
         "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -441,7 +443,7 @@ def benchmark_task(config: dict, device: torch.device) -> dict:
             "skipped_cases": sum(1 for row in rows if row["status"].startswith("skipped")),
         },
         "method": f"median over {config['iterations']} iterations of the slowest rank's time, after "
-        f"{max(1, config['warmup_iterations'])} warm-up iteration(s); barrier"
+        f"{warmups} {plural(warmups, 'warm-up iteration')}; barrier"
         + (" and CUDA synchronise" if device.type == "cuda" else "")
         + " before each iteration; operations take turns; cases that a probe predicted to overrun the "
         f"{config['time_budget_seconds']:g} s time budget were skipped",

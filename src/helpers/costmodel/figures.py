@@ -10,6 +10,7 @@ from matplotlib import pyplot as plt
 
 from helpers.costmodel.prose import METHOD_NAMES
 from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
+from helpers.train import counted
 
 
 def _errors(frame: pd.DataFrame, column: str) -> list:
@@ -201,7 +202,7 @@ def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
     grouped = check.groupby(keys)["epoch_seconds"]
     frame = pd.DataFrame({"epoch_seconds": central, "epoch_seconds_low": grouped.min(),
                           "epoch_seconds_high": grouped.max()}).reset_index()  # fmt: skip
-    frame["GPUs"] = frame["gpus"].map(lambda k: f"{k} GPU(s)")
+    frame["GPUs"] = frame["gpus"].map(lambda k: counted(k, "GPU"))
     models = list(dict.fromkeys(frame["model"]))
     figure, axes = panel_grid(len(models), columns=2, panel_height=3.0)
     for axis, model in zip(axes, models, strict=True):

@@ -197,9 +197,13 @@ def out_of_sample(predictions: pd.DataFrame) -> pd.DataFrame:
     with its signed error in steps (%): what the same error does to the dollars of a result, which are
     proportional to its steps. A fit that never reaches the target reads "never", its error NaN."""
     tested = predictions[predictions["out_of_sample"]]
-    predicted = tested["predicted_step"].astype(object).where(tested["predicted_step"].notna(), "never")
+
+    def steps(values: pd.Series) -> pd.Series:  # whole steps, as a step is counted
+        return values.map(lambda step: "never" if pd.isna(step) else f"{step:,.0f}")
+
     error = pd.to_numeric(tested["relative_error"]) * 100
     return pd.DataFrame({"curve": tested["curve"], "also measured as": tested["same_as"],
-                         "fitted up to step": tested["fitted_up_to_step"],
-                         "reached at step": tested["measured_step"], "predicted at step": predicted,
+                         "fitted up to step": steps(tested["fitted_up_to_step"]),
+                         "reached at step": steps(tested["measured_step"]),
+                         "predicted at step": steps(tested["predicted_step"]),
                          "error (%)": error}).reset_index(drop=True)  # fmt: skip

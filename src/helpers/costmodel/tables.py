@@ -25,7 +25,7 @@ def banded(
 ) -> pd.Series:
     """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never
     in powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
-    (920–8,320)"), an infinite one "unbounded"."""
+    (920–8,320)"), an infinite one "unbounded"; a missing central value "–" alone, without a band."""
 
     def text(value) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -35,7 +35,10 @@ def banded(
         return f"{value * scale:,.0f}" if whole else significant(value * scale, digits)
 
     triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
-    return pd.Series([f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples], index=frame.index)
+    return pd.Series(
+        ["–" if text(c) == "–" else f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples],
+        index=frame.index,
+    )
 
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:

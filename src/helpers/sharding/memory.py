@@ -210,11 +210,11 @@ def fit_table(models, gpu_memory: dict[str, int], world_size: int) -> pd.DataFra
 
 
 def device_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``device_table`` as the chapter shows it: MiB, two decimals, one row per model and stage."""
+    """``device_table`` as the chapter shows it: MiB, one decimal, one row per model and stage."""
     view = table.set_index(["model", "stage"]) / 2**20
     view.index.names = ["model", "ZeRO stage"]
     names = {"parameters": "weights", "optimizer": "Adam state"}
-    return view.rename(columns=lambda c: f"{names.get(c, c)} (MiB)").round(2)
+    return view.rename(columns=lambda c: f"{names.get(c, c)} (MiB)").round(1)
 
 
 def fit_view(table: pd.DataFrame) -> pd.DataFrame:
