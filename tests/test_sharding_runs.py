@@ -123,7 +123,7 @@ def test_sentences_and_views_of_the_sharded_runs():
         "priced, costs 34 ms."
     )
     volume, milliseconds = runs.priced_view(priced)
-    assert volume.loc[("LinearNet", "fsdp"), "bytes per step (MB)"] == 145.23
+    assert volume.loc[("LinearNet", "fsdp"), "bytes per step (MB)"] == 145.2
     assert milliseconds.loc["test", ("LinearNet", "ddp")] == pytest.approx(2 + 48.41, abs=0.01)
     traffic = runs.traffic_view(runs.traffic_check([record("ddp", 2, [["all_reduce", 376_200 * 4]], [], [])]))
     assert traffic.iloc[0]["bytes per step"] == "1,504,800"

@@ -1,20 +1,32 @@
 """helpers.sharding.tasks: real Gloo launches of every strategy — what each rank holds equals the
 arithmetic, the collectives counted equal the expected ones, and the losses equal DDP's."""
 
+import uuid
+
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import TEST_TAG, worker_processes
 
-from helpers.launch import launch
 from helpers.sharding import runs, tasks
 
 SETTINGS = {"train_samples": 16, "global_batch_size": 8, "steps": 3}
 
 
-@pytest.fixture(autouse=True)
-def checked(recordings, no_leftovers):
-    """Every launch here needs the recordings and must leave no process behind."""
-    yield
+MODELS = ("LinearNet", "ConvNet")
+
+
+@pytest.fixture(scope="module")
+def series(recordings) -> list[dict]:
+    """Every strategy of both models, in one launch of two Gloo ranks (``runs.run_sharding_series``): a
+    check of bytes and losses needs no independent launches. It must leave no process behind."""
+    tag = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TEST_TAG, tag)
+        runs_ = [{"model": model, "strategy": strategy} for model in MODELS for strategy in tasks.STRATEGIES]
+        records = runs.run_sharding_series(2, runs_, time_limit_seconds=300, **SETTINGS)
+    assert not worker_processes(tag), "the launch left processes behind"
+    return records
 
 
 def test_the_counter_records_each_call_and_restores_torch_distributed(tmp_path):
@@ -33,13 +45,11 @@ def test_the_counter_records_each_call_and_restores_torch_distributed(tmp_path):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])
-def test_every_strategy_holds_and_moves_what_the_arithmetic_says(model):
-    records = []
-    for strategy in tasks.STRATEGIES:
-        config = runs.sharding_config(model=model, strategy=strategy, **SETTINGS)
-        results = launch(config, 2, module=runs.WORKER, time_limit_seconds=180)
-        records.append({"config": {**config, "world_size": 2}, "result": runs.summarize_sharding(results)})
+@pytest.mark.parametrize("model", MODELS)
+def test_every_strategy_holds_and_moves_what_the_arithmetic_says(series, model):
+    records = [record for record in series if record["config"]["model"] == model]
+    assert [record["result"]["strategy"] for record in records] == list(tasks.STRATEGIES)
+    assert all(record["config"]["strategy"] == record["result"]["strategy"] for record in records)
     memory = runs.memory_check(records)
     assert memory["as computed"].all(), memory.to_string()
     traffic = runs.traffic_check(records)
@@ -47,3 +57,25 @@ def test_every_strategy_holds_and_moves_what_the_arithmetic_says(model):
     assert all(record["result"]["same_collectives_on_every_rank"] for record in records)
     parity = runs.loss_parity(records)
     assert (parity["largest loss difference"] < 1e-5).all(), parity.to_string()
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_run_in_a_series_is_the_run_launched_alone(series):
+    """A series shares one process group; each run in it still holds, sends and learns exactly what it
+    does launched alone (issue 39: the shared launch loses no coverage)."""
+    alone = runs.run_sharding(2, 180, **{**SETTINGS, "model": "ConvNet", "strategy": "fsdp"})
+    shared = next(
+        r for r in series if r["config"]["model"] == "ConvNet" and r["config"]["strategy"] == "fsdp"
+    )
+    assert shared["config"] == alone["config"]
+    for key in ("strategy", "stage", "held_bytes", "collectives", "same_collectives_on_every_rank"):
+        assert shared["result"][key] == alone["result"][key], key
+    assert shared["result"]["step_losses"] == pytest.approx(alone["result"]["step_losses"], rel=1e-6)
+
+
+def test_a_series_refuses_runs_its_one_process_group_cannot_hold():
+    """Each run's record would claim settings the shared processes never had: refused before a launch."""
+    with pytest.raises(ValueError, match="its runs need one backend, not 'gloo' and 'nccl'"):
+        runs.run_sharding_series(2, [{"strategy": "ddp"}, {"strategy": "ddp", "backend": "nccl"}], **SETTINGS)
+    with pytest.raises(ValueError, match="unknown sharding setting"):  # each run would overwrite the last
+        runs.run_sharding_series(2, [{"strategy": "ddp", "save_parameters": True}], **SETTINGS)

@@ -40,7 +40,7 @@ from helpers.results import short_hash, write_json_atomically
 from helpers.sharding.runs import WORKER as SHARDING_WORKER
 from helpers.sharding.runs import loss_parity as sharding_loss_parity
 from helpers.sharding.runs import memory_check as sharding_memory_check
-from helpers.sharding.runs import run_sharding, sharding_config, traffic_check
+from helpers.sharding.runs import run_sharding_series, sharding_config, traffic_check
 from helpers.worker import set_tf32, visible_gpus
 
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}  # float32 sums in another order, TF32 switched off
@@ -300,10 +300,9 @@ def sharding_settings(backend: str, device: str, world_size: int, strategy: str)
 def check_sharded(backend: str, device: str, world_size: int) -> str:
     """ZeroRedundancyOptimizer and fully_shard on ``backend``: every rank holds and sends exactly the bytes
     chapter 6's arithmetic says, and the losses follow DDP's."""
-    records = [
-        run_sharding(world_size, LAUNCH_LIMIT_SECONDS, **sharding_settings(backend, device, world_size, name))
-        for name in SHARDED
-    ]
+    settings = sharding_settings(backend, device, world_size, SHARDED[0])
+    series = [{"strategy": name} for name in SHARDED]  # one launch: a check, not a timing
+    records = run_sharding_series(world_size, series, LAUNCH_LIMIT_SECONDS, **settings)
     held, traffic = sharding_memory_check(records), traffic_check(records)
     if not held["as computed"].all():
         first = held[~held["as computed"]].iloc[0]

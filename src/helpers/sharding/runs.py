@@ -163,6 +163,29 @@ def run_sharding(
     return {"config": config, "result": summarize_sharding(results)}
 
 
+def run_sharding_series(
+    world_size: int, series: list[dict], time_limit_seconds: float = 300, **settings
+) -> list[dict]:
+    """Several runs in one launch, one after another in one process group (``series``: the settings that
+    differ between runs, such as model and strategy, over ``settings``): the records ``run_sharding``
+    would give each, for checks that need no independent launches. Not for timings set against each
+    other: the runs share the launch's processes, cores and warm caches. Runs that differ in what the
+    processes are set up with (backend, device, GPUs, threads, timeout, TF32) are refused before anything
+    starts (``sharding_config`` refuses saving parameters, which each run would overwrite)."""
+    configs = [_record_config(world_size, {**settings, **item}) for item in series]
+    workers = [{k: v for k, v in c.items() if k not in ("kind", "world_size", "launch")} for c in configs]
+    for worker in workers:  # refused before the launch: the series' processes are set up once
+        for key in ("backend", "device", "gpus", "threads", "timeout_seconds", "tf32"):
+            if worker.get(key) != workers[0].get(key):
+                raise ValueError(f"a series runs in one process group: its runs need one {key}, not "
+                                 f"{workers[0].get(key)!r} and {worker.get(key)!r}")  # fmt: skip
+    results = launch({**workers[0], "series": workers}, world_size, module=WORKER,
+                     time_limit_seconds=time_limit_seconds)  # fmt: skip
+    runs = [[{**{k: v for k, v in rank.items() if k != "series"}, **rank["series"][i]} for rank in results]
+            for i in range(len(series))]  # fmt: skip
+    return [{"config": c, "result": summarize_sharding(run)} for c, run in zip(configs, runs, strict=True)]
+
+
 def stored_sharding_run(
     store, world_size: int, time_limit_seconds: float = 300, launch_number: int = 0, **settings
 ) -> dict:
@@ -425,7 +448,7 @@ def priced_view(priced: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     times = priced.set_index(["model", "strategy"])[seconds].T * 1e3
     times.index = [column.removeprefix("seconds, ") for column in seconds]
     times.index.name = "link (ms per step)"
-    return volume.round(2), times.round(2)
+    return volume.round(1), times.round(2)
 
 
 def traffic_sentence(compared: pd.DataFrame, priced: pd.DataFrame, model: str) -> str:

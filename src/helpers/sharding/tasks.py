@@ -155,49 +155,57 @@ def save_parameters(model: nn.Module, path: Path, rank: int) -> None:
 
 
 def train_rank(config: dict, output: Path) -> None:
-    """Train ``config["steps"]`` steps with ``config["strategy"]`` and write ``rank<r>.json``: the global
-    batch loss and seconds of every step, the collectives of every step, and the bytes this rank holds."""
+    """Train ``config["steps"]`` steps with ``config["strategy"]`` and write ``rank<r>.json`` (``train_run``).
+    With ``config["series"]``, a list of settings that each override ``config`` (a model, a strategy), the
+    runs of the series one after another in one process group: ``{"series": [result, ...]}``, for checks
+    that need no independent launches (the tests, gpu-check), without a launch's start-up per run."""
     rank, world_size, device = prepare_rank(config)
-    strategy = config["strategy"]
     with process_group(config, device, output):
-        train_set = take(
-            load_fsdd(download=False).split("train"), config.get("train_samples"), config["seed"]
-        )
-        sampler = GlobalBatchSampler(
-            len(train_set), config["global_batch_size"], world_size, rank, config["seed"]
-        )
-        torch.manual_seed(config["seed"])
-        model = sharded_model(strategy, build_model(config["model"]).to(device), device)
-        optimizer = sharded_optimizer(strategy, model, config["optimizer"], config["lr"])
-        counter = CollectiveCounter()
-        losses, step_seconds, held_in_step = [], [], 0
-        all_inputs, all_targets = train_set.tensors
-        for index in global_batches(sampler, config["steps"]):
-            inputs, targets = all_inputs[index].to(device), all_targets[index].to(device)
-            dist.barrier()
-            started = time.perf_counter()
-            with counter.step():
-                optimizer.zero_grad(set_to_none=True)
-                loss = nn.functional.cross_entropy(model(inputs), targets)
-                held_in_step = local_bytes(model.parameters())
-                loss.backward()
-                optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            step_seconds.append(time.perf_counter() - started)
-            losses.append(loss.detach())
-        global_losses = torch.stack(losses)
-        dist.all_reduce(global_losses)  # equal slices: the global batch's loss is the mean of the ranks'
-        held = held_bytes(model, local_optimizer(optimizer))
-        if config.get("save_parameters"):
-            save_parameters(model, output / "parameters.pt", rank)
-        write_rank_result(
-            output, rank, world_size, config, device,
-            {"strategy": strategy, "stage": STRATEGIES[strategy],
-             "step_losses": (global_losses / world_size).tolist(), "step_seconds": step_seconds,
-             "collectives": counter.steps,
-             "held_bytes": {**held, "parameters_in_step": held_in_step}},
-        )  # fmt: skip
+        if "series" in config:
+            result = {"series": [train_run({**config, **item}, rank, world_size, device, output)
+                                 for item in config["series"]]}  # fmt: skip
+        else:
+            result = train_run(config, rank, world_size, device, output)
+        write_rank_result(output, rank, world_size, config, device, result)
+
+
+def train_run(config: dict, rank: int, world_size: int, device: torch.device, output: Path) -> dict:
+    """One run inside the process group: the global batch loss and seconds of every step, the
+    collectives of every step, and the bytes this rank holds."""
+    strategy = config["strategy"]
+    train_set = take(load_fsdd(download=False).split("train"), config.get("train_samples"), config["seed"])
+    sampler = GlobalBatchSampler(
+        len(train_set), config["global_batch_size"], world_size, rank, config["seed"]
+    )
+    torch.manual_seed(config["seed"])
+    model = sharded_model(strategy, build_model(config["model"]).to(device), device)
+    optimizer = sharded_optimizer(strategy, model, config["optimizer"], config["lr"])
+    counter = CollectiveCounter()
+    losses, step_seconds, held_in_step = [], [], 0
+    all_inputs, all_targets = train_set.tensors
+    for index in global_batches(sampler, config["steps"]):
+        inputs, targets = all_inputs[index].to(device), all_targets[index].to(device)
+        dist.barrier()
+        started = time.perf_counter()
+        with counter.step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(inputs), targets)
+            held_in_step = local_bytes(model.parameters())
+            loss.backward()
+            optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        step_seconds.append(time.perf_counter() - started)
+        losses.append(loss.detach())
+    global_losses = torch.stack(losses)
+    dist.all_reduce(global_losses)  # equal slices: the global batch's loss is the mean of the ranks'
+    held = held_bytes(model, local_optimizer(optimizer))
+    if config.get("save_parameters"):
+        save_parameters(model, output / "parameters.pt", rank)
+    return {"strategy": strategy, "stage": STRATEGIES[strategy],
+            "step_losses": (global_losses / world_size).tolist(), "step_seconds": step_seconds,
+            "collectives": counter.steps,
+            "held_bytes": {**held, "parameters_in_step": held_in_step}}  # fmt: skip
 
 
 def main() -> int:
