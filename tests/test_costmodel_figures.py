@@ -55,7 +55,7 @@ def test_the_seed_check_and_time_to_result_draw_central_lines_in_bands():
     figure = figures.plot_seed_check(check)
     assert "PREDICTIONS" in title(figure) and "GTX 1080 Ti" in title(figure) and fits_the_column(figure)
     four = check[(check["gpus"] == 4) & (check["scenario"] == "central")].sort_values("global_batch")
-    line = next(line for line in figure.axes[0].lines if line.get_label() == "4 GPU(s)")
+    line = next(line for line in figure.axes[0].lines if line.get_label() == "4 GPUs")
     assert list(line.get_ydata()) == pytest.approx(list(four["epoch_seconds"]))
     bands = pd.DataFrame({"model": "M", "machine": ["a", "a"], "gpus": 1, "global_batch": [10, 100],
                           "seconds_to_target": [5.0, 2.0], "seconds_to_target_low": [4.0, 1.0],
