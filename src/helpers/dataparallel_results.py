@@ -19,16 +19,11 @@ from torch.utils.data import TensorDataset
 
 from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
-from helpers.ddp import significant
+from helpers.ddp import ms, significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
 from helpers.stats import MATTERS, describe_speedup, speedup
 from helpers.train import milliseconds, stored_step_timing
 from helpers.train import sweep_table as train_sweep_table
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
-    return significant(seconds * 1e3)
 
 
 def gbps(bytes_per_second: float) -> str:

@@ -465,6 +465,11 @@ def significant(value: float, digits: int = 3) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
+    return significant(seconds * 1e3)
+
+
 def launch_steps(runs: list[tuple[dict, dict]], **match) -> list[list[float]]:
     """The timed steps of every launch among ``runs`` whose variation has the settings in ``match``, one
     list per launch (what ``stats.launch_speedup`` compares)."""

@@ -18,15 +18,10 @@ from helpers.collectives import link_reading
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, benchmark_frames
 from helpers.collectives.tables import beyond_the_fit
 from helpers.data import SPLIT_SIZES, take
-from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, significant
+from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, ms, significant
 from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural, whole_percent, within_matters
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds to three significant digits, as chapter 3's tables and sentences give them."""
-    return significant(seconds * 1e3)
 
 
 BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}

@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import load_fsdd, take
-from helpers.ddp import GlobalBatchSampler, significant
+from helpers.ddp import GlobalBatchSampler, ms
 from helpers.launch import launch
 from helpers.models import build_model
 from helpers.results import measured_in_rounds
@@ -186,18 +186,12 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def in_ms(seconds: float) -> str:
-    """A step time in milliseconds to three significant digits ("1,250", "8.06"): a ratio of two steps
-    shown reads as the speed-up beside it, which three decimals of a second do not."""
-    return significant(seconds * 1e3, 3)
-
-
 def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
     """``efficiency_table`` as the chapter shows it: one row per model, scaling and k, human columns."""
     view = pd.DataFrame(
         {
             "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
-            "launches": table["launches"], "step time (ms)": table["step_median"].map(in_ms),
+            "launches": table["launches"], "step time (ms)": table["step_median"].map(ms),
             "speed-up S(k)": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
                 interval_text(lo, hi, verdict)
@@ -354,8 +348,8 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
         {
             "model": table["model"], "k": table["k"], "run compared": table["candidate"],
             "launches": table["launches"],
-            "accumulating: step (ms)": table["accumulation step s"].map(in_ms),
-            "run compared: step (ms)": table["candidate step s"].map(in_ms),
+            "accumulating: step (ms)": table["accumulation step s"].map(ms),
+            "run compared: step (ms)": table["candidate step s"].map(ms),
             "speed-up over accumulating": table["speedup"].round(2),
             interval_label(table["launch_counts"]): [
                 interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()

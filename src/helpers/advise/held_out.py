@@ -168,15 +168,9 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
     counts = sorted(set(table.loc[table["launches"] > 1, "launches"]))
     launches = f"the {counts[0]} launches" if len(counts) == 1 else "the launches"
     banded = "predicted_high_seconds" in table
-    predicted = [
-        band_text(p, lo, hi) if banded else f"{p * 1e3:.3g}"
-        for p, lo, hi in zip(
-            table["predicted_seconds"],
-            table.get("predicted_low_seconds", table["predicted_seconds"]),
-            table.get("predicted_high_seconds", table["predicted_seconds"]),
-            strict=True,
-        )
-    ]
+    central = table["predicted_seconds"]
+    low, high = (table.get(f"predicted_{end}_seconds", central) for end in ("low", "high"))
+    predicted = [band_text(*values) for values in zip(central, low, high, strict=True)]
     label = {"range": f"error (%), range over {launches}", "none": "error (%), one launch",
              "interval": "error (%), 95 % interval",
              "mixed": "error (%), 95 % interval or range over the launches"}[spread_label(table)]  # fmt: skip

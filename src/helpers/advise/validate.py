@@ -113,10 +113,10 @@ def validate(
         medians[k].append(record["result"]["step_seconds_all"])
     rows = []
     for k, runs in medians.items():
-        predicted, *others = [
-            timemodel.predict_step_seconds("ddp_overlap", counted.name, global_batch, k, variant)
-            for variant in model_time.link_variants()
-        ]
+        parts, low, high = timemodel.predict_step_band(
+            "ddp_overlap", counted.name, global_batch, k, model_time
+        )
+        predicted = parts["step_seconds"]
         per_launch = [statistics.median(steps) for steps in runs]
         measured = statistics.median(per_launch)
         ratio = launch_speedup(runs, [[predicted]] * len(runs))  # measured over predicted, across launches
@@ -126,8 +126,8 @@ def validate(
                 "ranks": k,
                 "global_batch": global_batch,
                 "predicted_seconds": predicted,
-                "predicted_low_seconds": min(predicted, *others),
-                "predicted_high_seconds": max(predicted, *others),
+                "predicted_low_seconds": low,
+                "predicted_high_seconds": high,
                 "measured_seconds": measured,
                 "launch_low": min(per_launch),
                 "launch_high": max(per_launch),

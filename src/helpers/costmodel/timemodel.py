@@ -416,6 +416,19 @@ def predict_step_seconds(method: str, model: str, global_batch: int, world_size:
     return predict_step(method, model, global_batch, world_size, time_model, **options)["step_seconds"]
 
 
+def predict_step_band(
+    method: str, model: str, global_batch: int, world_size: int, time_model: TimeModel, **options
+) -> tuple[dict, float, float]:
+    """``predict_step`` with the model's own link, and the least and most step seconds over every link fit
+    it carries (``TimeModel.link_variants``): the band the all-reduce's uncertain α and β put on it."""
+    parts, *others = [
+        predict_step(method, model, global_batch, world_size, variant, **options)
+        for variant in time_model.link_variants()
+    ]
+    steps = [parts["step_seconds"], *(other["step_seconds"] for other in others)]
+    return parts, min(steps), max(steps)
+
+
 def all_reduce_alpha_beta(records: list[dict], backend: str = "gloo", device: str = "cpu") -> dict:
     """α and β of ``dist.all_reduce`` from one ``collective_benchmark`` record: every size on two ranks
     (``LINK_FIT_WORLD_SIZE``), where the link is fitted — three ranks on two cores measure the scheduler

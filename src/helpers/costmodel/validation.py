@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers.costmodel.timemodel import TimeModel, _model_facts, calibration_records, predict_step
+from helpers.costmodel.timemodel import TimeModel, _model_facts, calibration_records, predict_step_band
 from helpers.dataparallel import chunk_sizes
 from helpers.results import canonical_json
 from helpers.stats import spread
@@ -104,18 +104,16 @@ def predict_measured(measured: pd.DataFrame, time_model: TimeModel) -> pd.DataFr
             compression = row.compression if isinstance(row.compression, str) else None  # None, not NaN
             options.update(bucket_cap_mb=row.bucket_cap_mb, compression=compression)
         for method in methods:
-            parts, *others = [
-                predict_step(method, row.model, int(row.global_batch), int(row.ranks), variant, **options)
-                for variant in time_model.link_variants()
-            ]
-            band = [parts["step_seconds"], *(other["step_seconds"] for other in others)]
+            parts, low, high = predict_step_band(
+                method, row.model, int(row.global_batch), int(row.ranks), time_model, **options
+            )
             rows.append(
                 {
                     "measurement": row.measurement,
                     "method": method,
                     "predicted_seconds": parts["step_seconds"],
-                    "predicted_low_seconds": min(band),
-                    "predicted_high_seconds": max(band),
+                    "predicted_low_seconds": low,
+                    "predicted_high_seconds": high,
                     "predicted_compute_seconds": parts["compute_seconds"],
                     "predicted_communication_seconds": parts["communication_seconds"],
                 }
