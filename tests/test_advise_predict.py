@@ -169,9 +169,13 @@ def test_the_report_reads_as_aligned_columns_and_the_json_keeps_every_source(lin
     found = json.loads(path.read_text())
     assert found["counted"]["parameters"] == {"value": 12_102_220, "origin": "counted"}
     assert {row["origin"] for row in found["machines"]} == {report.PREDICTED}
-    assumed = {row["input"]: row for row in found["assumptions"]}["host time per eager PyTorch op"]
-    assert assumed["origin"] == "assumed" and assumed["source"].startswith("a bare CUDA launch")
-    assert assumed["date"] == "2026-11-24" and assumed["low"] == 5e-6
+    inputs = {row["input"]: row for row in found["assumptions"]}
+    host = inputs["host time per eager PyTorch op"]  # measured on the H200 machine's host, with its command
+    assert host["origin"] == "measured" and host["source"].startswith("measured: a step's host issue time")
+    assert "python -m helpers.costmodel.validate" in host["source"]
+    assert host["date"] == "2026-11-26" and host["low"] == 4.37e-5
+    efficiency = inputs["achieved fraction of FP32 peak, matrix products"]
+    assert efficiency["origin"] == "assumed" and efficiency["source"].startswith("assumption: cuBLAS")
     p5 = next(row for row in found["machines"] if row["machine"] == "AWS p5.48xlarge")
     assert math.isclose(
         p5["speedup"], linear_advice.machines.set_index("machine").loc["AWS p5.48xlarge", "speedup"]

@@ -35,6 +35,11 @@ def test_counts_of_machines_read_without_a_count_of_zero():
         "inputs"
     )
     assert rule_prose.fits_phrase(3, 2, 5) == "whatever the inputs on 3 of 5 eight-GPU machines; never on 2"
+    # two machines are "both", never "all 2"
+    assert rule_prose.fits_phrase(2, 0, 2) == "whatever the inputs on both eight-GPU machines"
+    assert rule_prose.fits_phrase(0, 0, 2) == (
+        "whatever the inputs on none of the 2 eight-GPU machines: on both it depends on the inputs"
+    )
     for said in (rule_prose.fits_phrase(*counts, 5) for counts in ((5, 0), (0, 5), (0, 0), (2, 1), (3, 2))):
         assert " 0 " not in said and "on 0" not in said
 
@@ -62,14 +67,18 @@ def test_the_rule_tells_one_bucket_models_apart_by_their_all_reduce_and_b_floor(
         assert pair in text
     ratios = {name: [by.loc[(name, m), "tail_seconds"] / by.loc[(name, m), "compute_seconds"]
                      for m in machines] for name in ("LinearNet", "ConvNet")}  # fmt: skip
-    assert max(ratios["ConvNet"]) < 0.05 < 0.5 < min(ratios["LinearNet"])  # it is what tells them apart
+    assert max(ratios["ConvNet"]) < 0.05 < 0.1 < min(ratios["LinearNet"])  # it is what tells them apart
     assert "% as long as the compute each GPU does" in said["rule_convnet"]
     assert "× as long as the compute each GPU does" in said["rule_linearnet"]
-    # b*_floor: LinearNet's lies above the 13 samples on both machines, ConvNet's below
+    # b*_floor: LinearNet's (1,771-1,979 at the H200 host's measured time per op) lies above the 13 samples on
+    # both machines; ConvNet's, 9-19, lies below them on one
     assert "lies above the 13 samples each GPU computes there on every machine" in said["rule_linearnet"]
-    assert "lies below the 13 samples each GPU computes there on every machine" in said["rule_convnet"]
+    assert (
+        "Its b*_floor is 9–19 per GPU (central values): the 13 samples each GPU computes there outgrow it "
+        "on 1 of 2 machines" in said["rule_convnet"]
+    )
     assert said["rule_convnet"].endswith(
-        "The 2,700 clips hold the global batch that outgrows it whatever the inputs on all 2 eight-GPU "
+        "The 2,700 clips hold the global batch that outgrows it whatever the inputs on both eight-GPU "
         "machines."
     )
     assert said["rule_short"].startswith(
@@ -79,7 +88,8 @@ def test_the_rule_tells_one_bucket_models_apart_by_their_all_reduce_and_b_floor(
     assert "(on 0 never)" not in said["rule_short"] and "on 0 of" not in said["rule_short"]
     closing = said["rule_closing"]
     assert closing.startswith("That is the book's answer in one table: more GPUs help a model whose compute")
-    assert "`ConvNet` divides its work over the GPUs" in closing
+    # ConvNet's b*_floor, 9-19, lies below its 13 samples a GPU on one machine only: said as such
+    assert "`ConvNet` outgrows its fixed cost on 1 of 2 machines and not on the others" in closing
     assert "`LinearNet` mostly repeats its fixed cost on every GPU" in closing
     assert (
         said["one_bucket_models"]

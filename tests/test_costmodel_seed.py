@@ -10,10 +10,15 @@ def test_the_seeds_verdicts_hold_over_the_band_and_its_traffic_arithmetic():
     verdicts = seed.seed_verdict_table(check).set_index("model")
     assert (verdicts.loc["LinearNet", "faster"] == "slower whatever the inputs").all()
     convnet = verdicts.loc["ConvNet"].set_index("global_batch")["faster"]
-    # from batch 20 four GPUs are faster over the whole band; at 10 (2-3 samples a GPU) it depends on how
-    # much of the convolutions' efficiency so small a shard keeps: the check fails there, as it could
-    assert (convnet.drop(10) == "faster whatever the inputs").all()
-    assert convnet[10].startswith("depends on convolution efficiency and efficiency at the smaller per-GPU")
+    # from batch 50 four GPUs are faster over the whole band; at 10 to 30 (2-8 samples a GPU) it depends on
+    # the convolutions' efficiency and the host's measured 44-114 µs per op, so the check fails there, as it
+    # could
+    assert (convnet.drop([10, 20, 30]) == "faster whatever the inputs").all()
+    for batch in (20, 30):
+        assert convnet[batch].startswith(
+            "depends on convolution efficiency and per-op host overhead together"
+        )
+    assert convnet[10].startswith("depends on the convolution efficiency and the per-op host overhead")
     assert seed.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "mixed"}  # chapter 2's words
     traffic = seed.seed_traffic()["bytes per epoch"].tolist()
     # the seed: 50 MB x 2 x 100; the model per link: 2 x 48,408,880 B x 100 steps; between 4 GPUs, 3 x that

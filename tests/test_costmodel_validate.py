@@ -11,7 +11,7 @@ import pytest
 
 from helpers.advise import counting, measure
 from helpers.advise.examples import EXAMPLES
-from helpers.costmodel import validate
+from helpers.costmodel import specs, validate
 from helpers.costmodel.specs import GPUS
 from helpers.costmodel.stepmodel import StepInputs, conv_seconds, layer_ops, predict_step
 from helpers.results import ResultStore
@@ -150,6 +150,24 @@ def test_the_command_prints_the_h200_table_from_the_committed_records(capsys):
     for model in ("LinearNet", "ConvNet", "MelCNN", "WaveTransformer"):
         assert model in out
     assert "out of sample, predicted / measured" in out and "goals (batches of 32 and more)" in out
+
+
+def test_the_roofline_s_host_band_is_the_h200_host_s_measured_time_per_op():
+    # the band chapter 5 prices every GPU's host with is what the committed profiles measure, to three
+    # significant digits: lowest, median and highest over the H200 machine's 84 runs
+    _, records = validate.profiled_machines()[specs.OP_MEASURED_ON]
+    runs = validate.profile_frame(records)
+    per_op = validate.host_seconds_per_op(runs)
+    assert len(runs) == 84 and runs["model"].nunique() == 4
+    measured = [float(f"{value:.3g}") for value in (per_op.min(), per_op.median(), per_op.max())]
+    assert measured == [specs.OP_OVERHEAD.low, specs.OP_OVERHEAD.central, specs.OP_OVERHEAD.high]
+    # by hand for one run: its step's host time over LinearNet's 33 ops (7 + 14 layer kernels, 4 loss ops,
+    # foreach Adam's 8)
+    first = runs.iloc[0]
+    ops = {"LinearNet": 33, "ConvNet": 45}.get(first["model"])
+    if ops is not None:
+        host = first["layers_host_seconds"] + first["optimizer_host_seconds"]
+        assert per_op.iloc[0] == pytest.approx(host / ops)
 
 
 def hand_table() -> pd.DataFrame:

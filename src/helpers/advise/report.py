@@ -325,7 +325,10 @@ def as_json(
         "samples_per_epoch_source": advice.epoch_source,
         "counted": count,
         "layers": _numbers(counted.layer_table(), "counted"),
-        "assumptions": _numbers(specs.assumptions_table(), "assumed"),
+        "assumptions": [
+            {**row, "origin": specs.input_origin(row["input"])}
+            for row in _numbers(specs.assumptions_table(), "assumed")
+        ],
         "machines": _numbers(advice.machines, PREDICTED),
         "methods": _numbers(advice.methods, PREDICTED),
         "conditions": _numbers(advice.conditions, PREDICTED),

@@ -22,8 +22,10 @@ Conventions (stated once, used everywhere):
   convolutions and matrix products get the FP32 peak. (PyTorch's default would run cuDNN's float32
   convolutions on TF32 tensor cores; the study measures what it predicts, so it does not.)
 - the inputs sit on the GPU already (the study's timed steps keep the training set there);
-- the loss (10 logits per sample) costs its ops and no device time; Adam is one fused pass reading the
-  parameter, its gradient and two moments and writing three of them: 28 bytes per parameter.
+- the loss (10 logits per sample) costs its ops and no device time; Adam is priced as the study runs it
+  (``optimizer_as_run``): PyTorch's default foreach Adam on CUDA, 8 list-wide host ops whose 7 kernels
+  make 18 passes of 4 bytes over every parameter (72 bytes per parameter), where a fused Adam would make 7
+  (28 bytes: read the parameter, its gradient and both moments, write three of them).
 """
 
 from __future__ import annotations
@@ -39,11 +41,18 @@ from helpers.costmodel.specs import CENTRAL, GPU, GPUS, SINGLE_GPU_INPUTS, Scena
 from helpers.data import CLIP_SAMPLES
 from helpers.ddp import gradient_sizes_in_backward_order
 from helpers.models import build_model, parameter_count
+from helpers.optimizer_timing import ADAM_PASSES
 
 FLOAT_BYTES = 4
 INDEX_BYTES = 8  # max-pooling keeps the position of each maximum for backward, as int64
-ADAM_BYTES_PER_PARAMETER = 7 * FLOAT_BYTES  # read p, g, m, v; write p, m, v
-ADAM_OPS = 12  # multi-tensor Adam: about a dozen list-wide ops per step (an assumption, inside the band)
+# How a model's costs name Adam (``ModelCosts``, and so the digests of registered models' names): its least
+# traffic, one fused pass (read p, g, m, v; write p, m, v), and a dozen ops. What runs is priced by
+# ``optimizer_as_run``.
+ADAM_BYTES_PER_PARAMETER = 7 * FLOAT_BYTES
+ADAM_OPS = 12
+FOREACH_ADAM_BYTES = ADAM_PASSES["foreach"] * FLOAT_BYTES  # 18 passes of a float32: 72 bytes
+FOREACH_ADAM_KERNELS = 7  # lerp_, mul_, addcmul_, sqrt, div_, add_, addcdiv_ over the parameter list
+FOREACH_ADAM_OPS = 8  # those seven and the step counters' add_: what the H200's profiles record
 LOSS_OPS = 4  # log-softmax and NLL, forward and backward
 SGD_BYTES_PER_PARAMETER = 3 * FLOAT_BYTES  # plain SGD: read p and g, write p
 SGD_OPS = 2  # foreach SGD: scale the gradients, add them
@@ -89,6 +98,16 @@ def _optimizer(model_name: str) -> tuple[int, int, int]:
     if costs is None:
         return ADAM_BYTES_PER_PARAMETER, ADAM_OPS, LOSS_OPS
     return costs.optimizer_bytes_per_parameter, costs.optimizer_ops, costs.loss_ops
+
+
+def optimizer_as_run(model_name: str) -> tuple[int, int, int]:
+    """(bytes per parameter, kernels, host ops) of the optimizer's step as the study runs it on a GPU:
+    PyTorch's default foreach Adam for Adam (what ``torch.optim.Adam`` picks on CUDA tensors), the model's
+    own pass otherwise (plain SGD: one kernel per op)."""
+    bytes_per_parameter, ops, _ = _optimizer(model_name)
+    if bytes_per_parameter == ADAM_BYTES_PER_PARAMETER:
+        return FOREACH_ADAM_BYTES, FOREACH_ADAM_KERNELS, FOREACH_ADAM_OPS
+    return bytes_per_parameter, ops, ops
 
 
 def product_flops(gpu: GPU, model_name: str) -> float:
@@ -233,9 +252,13 @@ def training_flops_per_sample(model_name: str) -> int:
 
 @functools.cache
 def ops_per_step(model_name: str) -> int:
-    """Host ops of one training step: every layer's kernels, forward and backward, the loss and Adam."""
-    _, optimizer_ops, loss_ops = _optimizer(model_name)
-    return int(_layer_costs(model_name)["kernels"].sum()) + loss_ops + optimizer_ops
+    """Host ops of one training step: every layer's kernels, forward and backward, the loss and the
+    optimizer's step as it runs (``optimizer_as_run``)."""
+    return (
+        int(_layer_costs(model_name)["kernels"].sum())
+        + _optimizer(model_name)[2]
+        + optimizer_as_run(model_name)[2]
+    )
 
 
 @functools.cache
@@ -264,7 +287,8 @@ def _step_work(model_name: str, batch: int, gpu: GPU, scenario: Scenario, optimi
         return (phase, max(compute, memory), kernels, "compute" if compute >= memory else "memory")
 
     forward, backward = _issue_order(model_name)
-    optimizer_bytes, optimizer_ops, loss_ops = _optimizer(model_name)
+    loss_ops = _optimizer(model_name)[2]
+    optimizer_bytes, _, optimizer_ops = optimizer_as_run(model_name)
     loss = [("forward", 0.0, loss_ops // 2, "memory"), ("backward", 0.0, loss_ops - loss_ops // 2, "memory")]
     update = optimizer_bytes * parameters_of(model_name) / bandwidth
     tail = [("optimizer", update, optimizer_ops, "memory")] if optimizer else []
@@ -325,7 +349,9 @@ def arithmetic_seconds(model_name: str, batch: int, gpu: GPU, scenario: Scenario
 
 def fixed_step_seconds(model_name: str, gpu: GPU, scenario: Scenario = CENTRAL) -> float:
     """What every GPU repeats each step whatever its batch: the host's ops and the optimizer's pass."""
-    update = _optimizer(model_name)[0] * parameters_of(model_name) / (gpu.memory_bandwidth * scenario.memory)
+    update = (
+        optimizer_as_run(model_name)[0] * parameters_of(model_name) / (gpu.memory_bandwidth * scenario.memory)
+    )
     return ops_per_step(model_name) * scenario.op_seconds + update
 
 

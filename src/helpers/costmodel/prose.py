@@ -27,7 +27,7 @@ from helpers.costmodel.recommend import (
     time_to_result,
 )
 from helpers.costmodel.seed import SEED_TRAFFIC
-from helpers.costmodel.specs import GPUS, OP_OVERHEAD
+from helpers.costmodel.specs import GPUS, OP_MEASURED_GPU, OP_OVERHEAD
 from helpers.costmodel.validation import link_band_percent
 from helpers.ddp import ddp_bucket_bytes, significant
 from helpers.stats import listed
@@ -285,16 +285,25 @@ def below_or_above(low: float, high: float) -> str:
     return f"from {-low:.0f} % below to {high:.0f} % above"
 
 
+def host_band() -> str:
+    """The roofline's host time per op as prose: "44–114 µs per op (median 67)"."""
+    low, central, high = (value * 1e6 for value in (OP_OVERHEAD.low, OP_OVERHEAD.central, OP_OVERHEAD.high))
+    return f"{low:.0f}–{high:.0f} µs per op (median {central:.0f})"
+
+
 def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
     """The roofline against every single-GPU step measured (``gpus.roofline_error``), per GPU and model:
     how far its central value lies below or above the measured steps (as a percentage and as a ratio), and
     at how many batches the measurement lay inside the band. Where the measured step hardly grows with the
     batch while the roofline calls most of those steps the host's and falls short of every one, it gives
-    the host time per op the measurement implies at the roofline's op count. Then what replaces the
-    roofline for that GPU, and that every other GPU is still priced by it."""
+    the host time per op the measurement implies at the roofline's op count; on the GPU whose host the
+    roofline's time per op was measured on, that the check of host-bound steps is in sample there. Then
+    what replaces the roofline for that GPU, and that every other GPU is still priced by it; and the host
+    band as prose (``roofline_host_band``)."""
     if errors.empty:
         unchecked = "No GPU has been measured by this study yet: the roofline is unchecked."
-        return {"roofline_error_note": unchecked, "roofline_error_short": "unchecked (no GPU measured yet)"}
+        return {"roofline_error_note": unchecked, "roofline_error_short": "unchecked (no GPU measured yet)",
+                "roofline_host_band": host_band()}  # fmt: skip
     notes, shorts = [], []
     for gpu, measured in errors.groupby("gpu", sort=False):
         notes.append(f"Against one {gpu}, measured by this study:")
@@ -328,6 +337,11 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             parts.append(f"{below_or_above(low, high)}{measured_one} for `{model}` ({inside} of {count} "
                          "batches inside the band)")  # fmt: skip
         shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts))
+        if gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin == "measured":
+            notes.append(
+                f"The roofline's host time per op ({host_band()}) was measured on this machine's host, so "
+                "where its steps are host-bound the roofline is checked here in sample."
+            )
         if measured.groupby("model")["batch"].nunique().min() >= 2:  # a line needs two batches
             notes.append(
                 f"Straight lines fitted through these steps (step time against batch, per model) replace the "
@@ -337,7 +351,8 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
     if (errors["error_percent"] < 0).all():
         notes.append("Every other GPU below is still priced by the roofline, which fell short of every step "
                      "measured here.")  # fmt: skip
-    return {"roofline_error_note": " ".join(notes), "roofline_error_short": "; ".join(shorts)}
+    return {"roofline_error_note": " ".join(notes), "roofline_error_short": "; ".join(shorts),
+            "roofline_host_band": host_band()}  # fmt: skip
 
 
 def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge") -> dict[str, str]:

@@ -28,16 +28,18 @@ def fits_phrase(within: int, never: int, machines: int) -> str:
     """Of ``machines`` eight-GPU machines, on how many the training set holds a global batch whatever the
     inputs (``within``), on how many never, and on how many it depends on the inputs, with no count of
     zero said: "whatever the inputs on all 5 eight-GPU machines", "whatever the inputs on none of the 5
-    eight-GPU machines: on all 5 it depends on the inputs"."""
+    eight-GPU machines: on all 5 it depends on the inputs" ("both" for two)."""
     named = f"{machines} eight-GPU machine{'' if machines == 1 else 's'}"
+    every = {1: named, 2: "both eight-GPU machines"}.get(machines, f"all {named}")
     rest = machines - within - never
     if within == machines:
-        return f"whatever the inputs on {'all ' if machines > 1 else ''}{named}"
+        return f"whatever the inputs on {every}"
     if never == machines:
         return f"on none of the {named}, whatever the inputs"
-    others = ([f"never on {never}"] if never else []) + (
-        [f"on {'the other' if within or never else 'all'} {rest} it depends on the inputs"] if rest else []
-    )
+    others = [f"never on {never}"] if never else []
+    if rest:
+        where = f"the other {rest}" if within or never else {1: "it", 2: "both"}.get(rest, f"all {rest}")
+        others.append(f"on {where} it depends on the inputs")
     if not within:
         return f"whatever the inputs on none of the {named}: " + listed(others)
     return f"whatever the inputs on {within} of {named}" + ("; " + listed(others) if others else "")
@@ -225,7 +227,7 @@ def _one_bucket_models(single: list[str], machines: int) -> str:
 def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
     """The section's last sentence: what more GPUs need, then each model told apart by its all-reduce after
     backward against its compute per GPU (one bucket) or its b*_hide (several), and by b*_floor, with what
-    that means at the chapter's global batch where the readings agree on every machine."""
+    that means at the chapter's global batch (on how many machines, where they disagree)."""
     rule = (
         "That is the book's answer in one table: more GPUs help a model whose compute per GPU outlasts the "
         "all-reduce left after backward (all of it with one bucket; with several, once the per-GPU batch "
@@ -249,6 +251,9 @@ def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
                 waits = ", then waits for an all-reduce that can outlast its compute" if max(
                     beside[name]) >= 1 else ""  # fmt: skip
                 readings.append(f"`{name}` mostly repeats its fixed cost on every GPU{waits}")
+            elif not above.all():
+                outgrown = f"{int(above.sum())} of {len(rows)} machines"
+                readings.append(f"`{name}` outgrows its fixed cost on {outgrown} and not on the others")
         elif rows["buckets"].gt(1).all():
             hide = _span(rows["hide"], whole=True)
             parts.append(f"`{name}` hides all but its last bucket from b*_hide = {hide} per GPU and {floor}")

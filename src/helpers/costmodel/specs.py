@@ -18,7 +18,8 @@ READ_ON = "2026-11-24"  # when the sources below were read
 
 @dataclass(frozen=True)
 class Range:
-    """An input the predictions are unsure of: low, central and high values, with source and date."""
+    """An input the predictions are unsure of: low, central and high values, with source and date, and
+    whether the range is assumed or measured (``origin``)."""
 
     name: str
     low: float
@@ -27,6 +28,7 @@ class Range:
     unit: str
     source: str
     date: str
+    origin: str = "assumed"
 
 
 COMPUTE_EFFICIENCY = {
@@ -51,12 +53,19 @@ SHARD_EFFICIENCY = Range(
     "rows to tile over the GPU's units), and as little as half of it at the batches that decide the "
     "verdicts; 1 keeps the one-GPU step's efficiency", READ_ON,
 )  # fmt: skip
+OP_MEASURED_ON = "1fcc455750dea9a9"  # the H200 machine whose host the study profiled (provenance id)
+OP_MEASURED_GPU = "H200 SXM 141 GB"  # its GPU, as ``GPUS`` names it
+# Measured, not assumed: ``costmodel.validate.host_seconds_per_op`` of that machine's committed profiles,
+# to three significant digits (a test holds them to the records)
 OP_OVERHEAD = Range(
-    "host time per eager PyTorch op", 5e-6, 10e-6, 20e-6, "s",
-    "a bare CUDA launch is 3-5 µs (NVIDIA developer forum; susun-blog.com, RTX 5070 Ti); Python, "
-    "autograd and the ATen dispatcher make it 5-25 µs per op (jiahuanglin.xyz, 'From PyTorch op to "
-    "kernel launch', undated, read 2026-11-24)", READ_ON,
+    "host time per eager PyTorch op", 4.37e-5, 6.66e-5, 1.14e-4, "s",
+    "measured: a step's host issue time (forward, backward and optimizer phases of unprofiled steps) over "
+    "its op count, 4 models at batches 8-512, 3 seeds each (84 profiles), on the H200 machine's host "
+    f"({OP_MEASURED_ON}: a 16-core Intel Xeon, torch 2.11; python -m helpers.costmodel.validate): lowest, "
+    "median, highest. One host: a faster one would fall below the band (a bare CUDA launch is 3-5 µs, "
+    "NVIDIA developer forum)", "2026-11-26", origin="measured",
 )  # fmt: skip
+RANGES = (*COMPUTE_EFFICIENCY.values(), SHARD_EFFICIENCY, MEMORY_EFFICIENCY, OP_OVERHEAD)
 
 
 @dataclass(frozen=True)
@@ -325,13 +334,19 @@ def scenarios(inputs=ROOFLINE_INPUTS) -> list[tuple[str, Scenario]]:
     return found
 
 
+def input_origin(name: str) -> str:
+    """Whether the input ``assumptions_table`` names ``name`` is "measured" (a range the study measured) or
+    "assumed" (every other: an assumption, a datasheet or a link's quoted figures)."""
+    return next((r.origin for r in RANGES if r.name == name), "assumed")
+
+
 def assumptions_table() -> pd.DataFrame:
     """Every figure the GPU predictions rest on, with its source and date: the uncertain inputs with
     their ranges, each GPU's datasheet peaks and each link's bandwidths and latency."""
     rows = [
         {"input": r.name, "low": r.low, "central": r.central, "high": r.high, "unit": r.unit,
          "source": r.source, "date": r.date}
-        for r in (*COMPUTE_EFFICIENCY.values(), SHARD_EFFICIENCY, MEMORY_EFFICIENCY, OP_OVERHEAD)
+        for r in RANGES
     ]  # fmt: skip
     for gpu in GPUS.values():
         rows.append({"input": f"{gpu.name}: FP32 peak (TFLOP/s); memory (GB/s)", "low": None,

@@ -1,9 +1,9 @@
 """A GPU training step with the host in it (issue 35): what the H200's profiles say the roofline misses.
 
-The roofline (``costmodel.gpus``) prices each kernel at a fixed fraction of peak and the host at an
-assumed 5-20 µs per op, and it prices fused Adam; measured on an H200, the host spends tens of
-microseconds per counted op, Adam is PyTorch's default foreach Adam, and a product of a few million FLOPs
-reaches a small fraction of peak. This model keeps the roofline's layers (FLOPs, bytes and kernels of every
+The roofline (``costmodel.gpus``) prices each kernel at a fixed fraction of peak and the host at one time
+per op for the whole step (its band: the H200 host's measured range); measured on an H200, the host's
+time per op differs by model and by phase, and a product of a few million FLOPs reaches a small fraction
+of peak. This model keeps the roofline's layers (FLOPs, bytes and kernels of every
 layer, forward and backward, in issue order) and replaces what those profiles measured:
 
 - **host**: every layer op costs ``op_seconds`` of host time and the optimizer's step ``optimizer_seconds``
@@ -16,8 +16,8 @@ layer, forward and backward, in issue order) and replaces what those profiles me
   counted kernel takes at least
   ``kernel_seconds`` (the count misses some kernels a layer launches, so this is a floor per counted
   kernel, fitted, not the shortest kernel the GPU runs);
-- **optimizer**: foreach Adam's seven list-wide kernels make ``ADAM_PASSES["foreach"]`` passes of 4 bytes
-  over every parameter (72 bytes), against fused Adam's 28.
+- **optimizer**: as it runs (``gpus.optimizer_as_run``): foreach Adam's seven list-wide kernels make 18
+  passes of 4 bytes over every parameter (72 bytes), against fused Adam's 28.
 
 The host issues the ops one after another; a kernel starts when it has been issued and the previous one has
 finished, and the step ends when the last kernel does. What is uncertain is an input, calibrated on
@@ -30,11 +30,7 @@ from dataclasses import dataclass
 
 from helpers.costmodel import gpus
 from helpers.costmodel.specs import GPU
-from helpers.optimizer_timing import ADAM_PASSES
 
-FOREACH_ADAM_BYTES = ADAM_PASSES["foreach"] * gpus.FLOAT_BYTES  # 18 passes of a float32: 72 bytes
-FOREACH_ADAM_KERNELS = 7  # lerp_, mul_, addcmul_, sqrt, div_, add_, addcdiv_ over the parameter list
-FOREACH_ADAM_OPS = 8  # those seven and the step counters' add_: what the H200's profiles record
 PRODUCTS = ("matmul", "conv")
 
 
@@ -65,15 +61,6 @@ def layer_ops(model_name: str) -> int:
     """Host ops of the layers and the loss in one step (the optimizer's are priced as one step)."""
     forward, backward = gpus._issue_order(model_name)
     return sum(row[5] for row in forward + backward) + gpus._optimizer(model_name)[2]
-
-
-def optimizer_pass(model_name: str) -> tuple[int, int]:
-    """(bytes per parameter, kernels) of the optimizer's step as it runs: foreach Adam's for Adam (what
-    ``torch.optim.Adam`` picks on CUDA tensors by default), the model's own otherwise (plain SGD)."""
-    bytes_per_parameter, ops, _ = gpus._optimizer(model_name)
-    if bytes_per_parameter == gpus.ADAM_BYTES_PER_PARAMETER:
-        return FOREACH_ADAM_BYTES, FOREACH_ADAM_KERNELS
-    return bytes_per_parameter, ops
 
 
 def layer_kernels(model_name: str, row: tuple, batch: int, gpu: GPU, inputs: StepInputs) -> list:
@@ -108,7 +95,7 @@ def kernel_seconds(model_name: str, batch: int, gpu: GPU, inputs: StepInputs) ->
     host time and making its share of the passes over the parameters."""
     forward, backward = gpus._issue_order(model_name)
     loss = [(inputs.op_seconds, inputs.kernel_seconds)] * gpus._optimizer(model_name)[2]
-    bytes_per_parameter, kernels = optimizer_pass(model_name)
+    bytes_per_parameter, kernels, _ = gpus.optimizer_as_run(model_name)
     update = bytes_per_parameter * gpus.parameters_of(model_name) / (gpu.memory_bandwidth * inputs.memory)
     step = [(inputs.optimizer_seconds / kernels, max(update / kernels, inputs.kernel_seconds))] * kernels
     return (

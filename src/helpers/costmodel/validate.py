@@ -94,6 +94,14 @@ def profile_frame(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def host_seconds_per_op(runs: pd.DataFrame) -> pd.Series:
+    """Per ``profile_frame`` row, the host's issue time of the whole step (layers, loss and optimizer) over
+    the roofline's ops per step (``gpus.ops_per_step``): the roofline's one host time per op, measured.
+    ``specs.OP_OVERHEAD`` is its lowest, median and highest over the H200 machine's profiles."""
+    host = runs["layers_host_seconds"] + runs["optimizer_host_seconds"]
+    return host / runs["model"].map(gpus.ops_per_step)
+
+
 def observed_steps(runs: pd.DataFrame) -> pd.DataFrame:
     """``profile_frame`` per machine, model and batch: the medians over runs, and the fastest and slowest
     run's step (``step_low``, ``step_high``)."""
