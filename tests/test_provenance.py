@@ -30,13 +30,15 @@ def test_a_chapter_opens_with_its_edition_machine_and_days(tmp_path, monkeypatch
     store.measured_at = {f"2026-11-{day}T04:36:42+00:00" for day in (25, 26, 26)}
     assert provenance.edition_line(store) == (
         "**GPU edition** · measured on 1x NVIDIA H200 (140 GiB); 16-core Test Xeon, 2026-11-25 to 2026-11-26"
+        " · {ref}`every chapter's hardware <where-the-numbers-come-from>`"
     )
     monkeypatch.setenv("STUDY_RECORDS_OF", store.provenance_id)  # the same records read on another machine
     monkeypatch.setattr(provenance, "fingerprint", lambda: {**HARDWARE, "gpus": [], "usable_cores": 2})
     reader = ResultStore("gpu", root=tmp_path)
     reader.measured_at.add("2026-11-26T04:36:42+00:00")
     assert provenance.edition_line(reader).endswith(
-        "2026-11-26 · executed from those records on 2-core Test Xeon, no GPU, measuring nothing here"
+        "2026-11-26 · executed from those records on 2-core Test Xeon, no GPU, measuring nothing here · {ref}"
+        "`every chapter's hardware <where-the-numbers-come-from>`"
     )
     limits = provenance.banner(store).data
     assert limits == "> " + provenance.can_and_cannot(HARDWARE)  # one GPU: NCCL can start one rank

@@ -20,6 +20,7 @@ import yaml
 from IPython.display import Markdown
 
 from helpers import reference_speed
+from helpers.book_answer import answer_note
 from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
@@ -50,13 +51,13 @@ def days(stamps) -> str:
 
 def edition_line(store: ResultStore) -> str:
     """The line every chapter opens with, under its title: its edition, the machine that measured what it
-    shows and on which days (the records it read), and, for a page executed from those records elsewhere,
-    where it was executed."""
+    shows and on which days (the records it read), for a page executed from those records elsewhere,
+    where it was executed, and a link to the intro's list of every chapter's hardware."""
     line = (f"**{edition_name(store.folder.name)}** · measured on {describe(store.hardware)}, "
             f"{days(store.measured_at)}")  # fmt: skip
     if store.records_of:
         line += f" · executed from those records on {describe(fingerprint())}, measuring nothing here"
-    return line
+    return line + " · {ref}`every chapter's hardware <where-the-numbers-come-from>`"
 
 
 def toc_chapters() -> list[Path]:
@@ -395,10 +396,12 @@ def write_if_changed(path: Path, content: str) -> Path:
 
 
 def write_provenance_page(path: Path | None = None) -> Path:
-    """Write ``book/provenance.md`` and the intro's ``book/edition.md`` beside it, for the chapters the
-    table of contents shows."""
+    """Write ``book/provenance.md``, and the intro's ``book/edition.md`` and short answer
+    (``book_answer.answer_note``, ``book/answer.md``) beside it, for the chapters the table of contents
+    shows."""
     path = path or project_root() / "book" / "provenance.md"
     write_if_changed(path.with_name("edition.md"), edition_note())
+    write_if_changed(path.with_name("answer.md"), answer_note(chapter_studies(), path.parent))
     return write_if_changed(path, provenance_page())
 
 
@@ -409,7 +412,8 @@ def publish(edition: str = "auto") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.provenance``: the table of contents, book/provenance.md and book/edition.md."""
+    """``python -m helpers.provenance``: the table of contents, book/provenance.md, book/edition.md and
+    book/answer.md."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument(
         "--edition", default="auto", choices=EDITION_CHOICES,
