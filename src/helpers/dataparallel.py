@@ -126,14 +126,14 @@ def bytes_per_epoch(
     return total
 
 
-def balance_batch(model_name: str, replicas: int, sample_bytes: int = SAMPLE_BYTES) -> float:
-    """The batch above which an epoch's scattered inputs outweigh its parameters and gradients.
+def balance_batch(model_name: str, replicas: int, sample_bytes: int = SAMPLE_BYTES) -> int:
+    """The smallest batch at which an epoch's scattered inputs outweigh its parameters and gradients.
 
     Per epoch of N clips the inputs that leave device 0 are N(k−1)/k samples; the parameters (P floats)
     go to, and their gradients come back from, k−1 replicas in each of N/B steps: 2(k−1)·4P·N/B bytes.
-    They are equal at B = 8Pk / sample bytes.
+    They are equal at B = 8Pk / sample bytes, so the inputs weigh more from the next whole batch on.
     """
-    return 2 * parameter_bytes(build_model(model_name)) * replicas / sample_bytes
+    return 2 * parameter_bytes(build_model(model_name)) * replicas // sample_bytes + 1
 
 
 def in_threads(function, argument_lists: list[tuple]) -> list:
