@@ -54,6 +54,27 @@ def test_the_dollar_verdict_says_only_what_every_band_holds():
     assert "depends on inputs not known yet" in prose.dollar_verdict(several.assign(dollars=DEPENDS))
 
 
+def test_the_answer_box_gets_a_brief_of_each_answer_and_the_dollar_verdict_s_first_sentence():
+    several = summary_rows([("LinearNet", "p5", 8, DEPENDS, DEARER), ("ConvNet", "p5", 8, FASTER, DEARER)])
+    several = several.assign(speedup=[0.683, 7.51], speedup_low=[0.465, 3.86], speedup_high=[1.03, 7.64],
+                             cost_multiplier=[11.7, 1.06], cost_multiplier_low=[7.75, 1.05],
+                             cost_multiplier_high=[17.2, 2.07])  # fmt: skip
+    said = prose.answer(several, 100, machine="p5")
+    assert said["answer_convnet"] == "a speed-up of 7.51× (3.86–7.64×) for 1.06× the dollars (1.05–2.07×)"
+    assert said["answer_convnet_brief"] == "a speed-up of 7.51× for 1.06× the dollars: " + FASTER
+    assert said["answer_linearnet_brief"] == (
+        "a speed-up of 0.683× for 11.7× the dollars: depends on the per-op host overhead"
+    )
+    assert said["dollar_headline"] == (
+        "On the machines that can be rented here, no multi-GPU machine with a one-GPU offer of its GPU gives "
+        "a cheaper result, whatever the inputs."
+    )
+    assert said["dollar_verdict"] == said["dollar_headline"] + " " + (
+        "Of the 1 multi-GPU machine predicted, `LinearNet`'s verdict depends on inputs not yet measured on "
+        "every one; `ConvNet` runs faster on every one."
+    )
+
+
 def test_each_biased_method_is_named_with_its_error_and_side():
     summary = pd.DataFrame({
         "model": ["ConvNet", "ConvNet", "LinearNet"],
@@ -246,6 +267,11 @@ def test_the_value_of_an_hour_in_words_with_its_band():
         "0.516 dollars (0.376–9.97 dollars over the inputs); for `LinearNet` at no value of an hour at the "
         "central inputs, where it is no faster (only at the inputs' most favourable end, from 1,490 dollars "
         "an hour)."
+    )
+    # the answer box's brief: the central values alone
+    assert prose.hour_value_sentence(frame, "m8")["hour_value_brief"] == (
+        "The 8 GPUs of m8 cost less per result than its one-GPU offer: for `ConvNet` once an hour is worth "
+        "more than 0.516 dollars; for `LinearNet` at no value of an hour at the central inputs."
     )
     assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]
 

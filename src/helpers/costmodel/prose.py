@@ -30,7 +30,7 @@ from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_MEASURED_GPU, OP_OVERHEAD
 from helpers.costmodel.validation import link_band_percent
 from helpers.ddp import ddp_bucket_bytes, significant
-from helpers.stats import listed
+from helpers.stats import listed, plural
 from helpers.train import counted
 
 WHATEVER = " whatever the inputs"
@@ -356,8 +356,10 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
 
 
 def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
-    """The chapter's answer: per model, ``headline`` and both verdicts on ``machine`` at ``batch``; and the
-    dollar verdict over every multi-GPU machine predicted at that batch, worded from the verdicts."""
+    """The chapter's answer: per model, ``headline`` and both verdicts on ``machine`` at ``batch``, and for
+    the answer box a brief of them (``answer_<model>_brief``: the central figures and the speed verdict);
+    and the dollar verdict over every multi-GPU machine predicted at that batch, worded from the verdicts,
+    with its first sentence alone for the box (``dollar_headline``)."""
     texts = {}
     at_batch = predicted[predicted["global_batch"] == batch]
     for name in ("LinearNet", "ConvNet"):
@@ -365,52 +367,65 @@ def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge"
         if rows.empty:
             texts[f"answer_{name.lower()}"] = "not predicted here (not among the models, or a batch below 8)"
             texts[f"answer_{name.lower()}_verdict"] = "no verdict"
+            texts[f"answer_{name.lower()}_brief"] = "not predicted here"
             continue
         row = rows.iloc[0]
         texts[f"answer_{name.lower()}"] = headline(predicted, name, machine, batch)
         texts[f"answer_{name.lower()}_verdict"] = (
             f"{short_verdict(row.faster)}, and {short_verdict(row.dollars)}"
         )
-    texts["dollar_verdict"] = dollar_verdict(at_batch[at_batch["gpus"] > 1])
+        brief = headline(predicted, name, machine, batch, bands=False)
+        texts[f"answer_{name.lower()}_brief"] = f"{brief}: {short_verdict(row.faster)}"
+    money, speed = dollar_sentences(at_batch[at_batch["gpus"] > 1])
+    texts["dollar_verdict"] = f"{money} {speed}".strip()
+    texts["dollar_headline"] = money
     return texts
 
 
 def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
     """``hour_value_answer``: per model, what an hour of waiting must be worth for ``machine`` to cost less
     in total per result than its one-GPU offer (``money.break_even_hour_value``), with its band, to the
-    three significant digits of the renter table."""
-    parts = []
+    three significant digits of the renter table; and for the answer box its brief, the central values
+    alone (``hour_value_brief``)."""
+    parts, briefs = [], []
     mine = at_batch[(at_batch["machine"] == machine) & (at_batch["gpus"] > 1)]
     for row in mine[mine["cost_multiplier"].notna()].itertuples():
         central, low, high = (row.hour_value_break_even, row.hour_value_break_even_low,
                               row.hour_value_break_even_high)  # fmt: skip
         if math.isinf(low):
             parts.append(f"`{row.model}` at no value of an hour, whatever the inputs")
+            briefs.append(parts[-1])
         elif math.isinf(central):
             best = f"only at the inputs' most favourable end, from {significant(low)} dollars an hour"
-            parts.append(f"`{row.model}` at no value of an hour at the central inputs, where it is no faster "
-                         f"({best})")  # fmt: skip
+            briefs.append(f"`{row.model}` at no value of an hour at the central inputs")
+            parts.append(f"{briefs[-1]}, where it is no faster ({best})")
         else:
             band = (f"from {significant(low)} dollars to never" if math.isinf(high)
                     else f"{significant(low)}–{significant(high)} dollars")  # fmt: skip
-            parts.append(f"`{row.model}` once an hour is worth more than {significant(central)} dollars "
-                         f"({band} over the inputs)")  # fmt: skip
+            briefs.append(f"`{row.model}` once an hour is worth more than {significant(central)} dollars")
+            parts.append(f"{briefs[-1]} ({band} over the inputs)")
     if not parts:
-        return {"hour_value_answer": f"{machine} has no one-GPU offer to set its total cost against."}
+        none = f"{machine} has no one-GPU offer to set its total cost against."
+        return {"hour_value_answer": none, "hour_value_brief": none}
     gpus = int(mine["gpus"].iloc[0])
+    cheaper = f"the {gpus} GPUs of {machine} cost less per result than its one-GPU offer"
     return {
         "hour_value_answer": "Counting your waiting too (machine dollars + hours × what an hour is worth to "
-        f"you), the {gpus} GPUs of {machine} cost less per result than its one-GPU offer: for "
-        + "; for ".join(parts)
-        + "."
+        f"you), {cheaper}: for " + "; for ".join(parts) + ".",
+        "hour_value_brief": f"{cheaper[0].upper()}{cheaper[1:]}: for " + "; for ".join(briefs) + ".",
     }
 
 
 def dollar_verdict(several: pd.DataFrame) -> str:
-    """One sentence on what more GPUs buy over all ``several`` (multi-GPU rows of ``summarize``): dearer
-    or not per result, and faster or not, per model, each only as far as the verdicts hold."""
+    """What more GPUs buy over all ``several`` (multi-GPU rows of ``summarize``): ``dollar_sentences``."""
+    return " ".join(dollar_sentences(several)).strip()
+
+
+def dollar_sentences(several: pd.DataFrame) -> tuple[str, str]:
+    """Two sentences on what more GPUs buy over all ``several`` (multi-GPU rows of ``summarize``): dearer
+    or not per result; and faster or not, per model; each only as far as the verdicts hold."""
     if several.empty:
-        return "No multi-GPU machine is predicted at this batch."
+        return "No multi-GPU machine is predicted at this batch.", ""
     priced = several[~several["dollars"].str.startswith("no price")]
     dearer = priced["dollars"].eq("dearer" + WHATEVER)
     if len(priced) and dearer.all():
@@ -434,19 +449,23 @@ def dollar_verdict(several: pd.DataFrame) -> str:
                 f"{side} on {n}" for side in ("faster", "slower") if (n := faster.eq(side + WHATEVER).sum())
             ]
             open_ = int((~faster.str.endswith(WHATEVER)).sum())
-            told = f"`{name}` runs {listed(sides)}" if sides else f"`{name}`"
-            if open_:
-                told += (
-                    f"{', and' if sides else ''} on {open_} its verdict depends on inputs not yet measured"
-                )
+            if sides:
+                told = f"`{name}` runs {listed(sides)}"
+                told += f", and on {open_} its verdict depends on inputs not yet measured" if open_ else ""
+            else:
+                where = "every one" if open_ == len(rows) else str(open_)
+                told = f"`{name}`'s verdict depends on inputs not yet measured on {where}"
             speed.append(told)
     machines, unpriced = (
         several["machine"].nunique(),
         several.loc[~several.index.isin(priced.index), "machine"],
     )
     without = f" ({unpriced.nunique()} of them with no one-GPU price to compare)" if len(unpriced) else ""
-    return (f"On the machines that can be rented here, {money}. Of the {machines} multi-GPU machines "
-            f"predicted{without}, " + "; ".join(speed) + ".")  # fmt: skip
+    counted = f"Of the {machines} multi-GPU {plural(machines, 'machine')} predicted{without}, " + "; ".join(
+        speed
+    )
+    counted += "."
+    return f"On the machines that can be rented here, {money}.", counted
 
 
 def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:

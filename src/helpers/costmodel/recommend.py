@@ -428,13 +428,15 @@ def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def headline(summary: pd.DataFrame, model: str, machine: str, batch: int) -> str:
-    """ "a speed-up of 4.9× (3.1–6.0×) for 1.63× the dollars (1.33–2.58×)" for one row of ``summarize``."""
+def headline(summary: pd.DataFrame, model: str, machine: str, batch: int, bands: bool = True) -> str:
+    """ "a speed-up of 4.9× (3.1–6.0×) for 1.63× the dollars (1.33–2.58×)" for one row of ``summarize``;
+    without its ``bands``, "a speed-up of 4.9× for 1.63× the dollars"."""
     row = summary.query("model == @model and machine == @machine and global_batch == @batch").iloc[0]
-    text = f"a speed-up of {row.speedup:.3g}× ({row.speedup_low:.3g}–{row.speedup_high:.3g}×)"
+    text = f"a speed-up of {row.speedup:.3g}×"
+    text += f" ({row.speedup_low:.3g}–{row.speedup_high:.3g}×)" if bands else ""
     if not math.isnan(row.cost_multiplier):
-        text += (f" for {row.cost_multiplier:.3g}× the dollars "
-                 f"({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)")  # fmt: skip
+        text += f" for {row.cost_multiplier:.3g}× the dollars"
+        text += f" ({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)" if bands else ""
     return text
 
 
