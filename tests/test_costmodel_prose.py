@@ -218,6 +218,18 @@ def test_the_roofline_error_reads_its_range_side_and_band_by_hand():
     assert "unchecked" in prose.roofline_error_sentences(flat.iloc[:0])["roofline_error_short"]
 
 
+def test_the_gpu_whose_host_was_measured_says_its_host_bound_check_is_in_sample():
+    frame = errors_frame("LinearNet", [2.0, 2.0, 2.1], [2.2, 2.2, 2.3])
+    assert "in sample" not in prose.roofline_error_sentences(frame)["roofline_error_note"]  # an H100
+    said = prose.roofline_error_sentences(frame.assign(gpu="H200 SXM 141 GB"))
+    assert (
+        "The roofline's host time per op, 44–114 µs (median 67 µs), was measured on this machine's host, so "
+        "where its steps are host-bound the roofline is checked here in sample."
+        in said["roofline_error_note"]
+    )
+    assert said["roofline_host_band"] == "44–114 µs (median 67 µs)"
+
+
 def test_a_flat_step_the_roofline_calls_the_hosts_reads_as_microseconds_per_op():
     # LinearNet's roofline step on an H100 is host-bound at these batches (33 ops per step); 5.0 and 6.0 ms
     # measured at batches 8 and 100 (a host slower than the band's) are 152 and 182 us per op

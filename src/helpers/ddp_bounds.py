@@ -201,6 +201,12 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
                          for name, b in bounds.items()}, index=list(rows))  # fmt: skip
 
 
+def bound_brief(what: str, bound: dict) -> str:
+    """The answer box's clause: what was changed and its measured verdict, the saving and its bound left
+    to ``bound_summary``."""
+    return f"{what}: {describe_change(bound['change'])}"
+
+
 def bound_summary(what: str, bound: dict) -> str:
     """One sentence for the answer: the verdict, the measured saving as its interval (a point estimate only
     where the verdict is resolved) and the most the setting can move the step."""
@@ -213,7 +219,7 @@ def bound_summary(what: str, bound: dict) -> str:
     limits = f"it can move a step by {bound_limits(bound)}"
     if bound["saved_low"] > bound["most_saved"] or bound["saved_high"] < -bound["most_lost"]:
         return (
-            f"{what}: {describe_change(change)}; {measured}; {limits}, so that difference is more than it "
+            f"{bound_brief(what, bound)}; {measured}; {limits}, so that difference is more than it "
             "can explain."
         )
     if change["verdict"] in ("faster", "slower") and (
@@ -221,11 +227,11 @@ def bound_summary(what: str, bound: dict) -> str:
     ):
         most = bound["most_saved"] if saved > 0 else bound["most_lost"]
         return (
-            f"{what}: {describe_change(change)}; {measured}; {limits}: the median, {ms(abs(saved))} ms, is "
+            f"{bound_brief(what, bound)}; {measured}; {limits}: the median, {ms(abs(saved))} ms, is "
             f"more than the {ms(most)} ms it can {'save' if saved > 0 else 'cost'}, so the all-reduce "
             "explains at most part of that difference."
         )
-    return f"{what}: {describe_change(change)}; {measured}; {limits}."
+    return f"{bound_brief(what, bound)}; {measured}; {limits}."
 
 
 def bound_sentence(what: str, bound: dict, shared: str = "") -> str:

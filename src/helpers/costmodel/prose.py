@@ -286,9 +286,9 @@ def below_or_above(low: float, high: float) -> str:
 
 
 def host_band() -> str:
-    """The roofline's host time per op as prose: "44–114 µs per op (median 67)"."""
+    """The roofline's host time per op as prose: "44–114 µs (median 67 µs)"."""
     low, central, high = (value * 1e6 for value in (OP_OVERHEAD.low, OP_OVERHEAD.central, OP_OVERHEAD.high))
-    return f"{low:.0f}–{high:.0f} µs per op (median {central:.0f})"
+    return f"{low:.0f}–{high:.0f} µs (median {central:.0f} µs)"
 
 
 def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
@@ -339,7 +339,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
         shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts))
         if gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin == "measured":
             notes.append(
-                f"The roofline's host time per op ({host_band()}) was measured on this machine's host, so "
+                f"The roofline's host time per op, {host_band()}, was measured on this machine's host, so "
                 "where its steps are host-bound the roofline is checked here in sample."
             )
         if measured.groupby("model")["batch"].nunique().min() >= 2:  # a line needs two batches
