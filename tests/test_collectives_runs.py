@@ -145,6 +145,12 @@ def test_placement_says_whether_each_rank_had_its_own_cores():
         runs.placement_of(record(2, [[0, 1], [2, 3]]))
         == "pinned, rank 0 on cores 0 and 1, rank 1 on cores 2 and 3"
     )
+    assert runs.placement_of(record(2, [list(range(8)), list(range(8, 16))])) == (
+        "pinned, rank 0 on cores 0–7, rank 1 on cores 8–15"  # a run of cores as its ends
+    )
+    assert runs.placement_of(record(2, [[0, 2, 5], [1, 3, 4]])) == (
+        "pinned, rank 0 on cores 0, 2 and 5, rank 1 on cores 1, 3 and 4"
+    )
     assert runs.is_pinned(record(2, [[0], [1]])) and runs.is_pinned(record(3, [[0, 1]] * 3)) is False
 
 

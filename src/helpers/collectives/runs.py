@@ -97,9 +97,12 @@ def benchmark_frames(records: list[dict]) -> pd.DataFrame:
 
 
 def _cores(cores) -> str:
-    """``core 0``, ``cores 0 and 1``, ``cores 0, 1 and 2``."""
+    """``core 0``, ``cores 0 and 1``, ``cores 0–7`` (a run of three or more), ``cores 0, 2 and 5``."""
     if len(cores) == 1:
         return f"core {cores[0]}"
+    ordered = sorted(cores)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"cores {ordered[0]}–{ordered[-1]}"
     return "cores " + ", ".join(map(str, cores[:-1])) + f" and {cores[-1]}"
 
 
