@@ -229,7 +229,7 @@ def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
 
 # Issue 38's layout budgets, measured on the rendered page. Paragraphs generated from the records that are
 # still longer than the budget, named by their opening words; every other paragraph must keep it.
-PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS = 200, 60, 4
+PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS = 200, 60, 4, 60
 LONG_GENERATED_PARAGRAPHS = (
     "NCCL against Gloo",  # chapter 3's backends answer: its verdicts per model and backend, glued whole
     "On 4 H200",  # chapter 3's NCCL reading
@@ -253,7 +253,9 @@ const headings = [...article.querySelectorAll('h1, h2, h3')]
   .filter(h => h.getBoundingClientRect().right > window.innerWidth + 1).map(h => h.innerText.slice(0, 60));
 const wider = document.documentElement.scrollWidth > window.innerWidth + 1;
 const answer = article.querySelector('.admonition.important');
-return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider,
+const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
+  .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
+return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider, bullets,
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
@@ -265,14 +267,15 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     """At 1280 px and at a phone's 390 px: no paragraph over 200 words (the long generated ones named
     above aside), no output over 60 lines outside a fold, no "(s)" plural, no number in a table with more
     than 4 significant digits after its point's zeros, no heading wider than the screen, nothing run off
-    the column and no page wider than the screen, and a chapter's answer within its first two screens at
+    the column and no page wider than the screen, no answer-box bullet over 60 words (the box answers in a
+    sentence; what its figures are follows it), and a chapter's answer within its first two screens at
     1280 px."""
     # headless Chromium keeps a window at least 500 px wide: a phone's width is emulated
     metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": width < 500}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
         browser.get(f"{served}/{page}")
-        found = browser.execute_script(BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS)
+        found = browser.execute_script(BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS)
         overflowing = browser.execute_script(RUNS_OFF)
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -286,5 +289,6 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     assert not found["headings"], f"{page} at {width} px: headings wider than the screen {found['headings']}"
     assert not overflowing, f"{page} at {width} px: runs off the page: {overflowing[:3]}"
     assert not found["wider"], f"{page} at {width} px: the page is wider than the screen"
+    assert not found["bullets"], f"{page}: answer-box bullets over {ANSWER_WORDS} words: {found['bullets']}"
     if width == 1280 and page.startswith("book/chapters/"):
         assert found["answer"] is not None and found["answer"] < 2, f"{page}: the answer starts late"

@@ -25,7 +25,7 @@ LINES = (
     (COST_MODEL, "Network choke", "`LinearNet` on eight H100s (AWS p5.48xlarge) against one H100 (AWS "
      "p5.4xlarge), at a global batch of {recommend_batch}: {answer_linearnet}; {answer_linearnet_verdict}."),
     (COST_MODEL, "GPU choke", "`ConvNet` on the same machines: {answer_convnet}; {answer_convnet_verdict}."),
-    (COST_MODEL, "Dollars", "{dollar_verdict}"),
+    (COST_MODEL, "Dollars", "{dollar_headline}"),
 )  # fmt: skip
 
 
