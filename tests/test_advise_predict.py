@@ -171,7 +171,8 @@ def test_the_report_reads_as_aligned_columns_and_the_json_keeps_every_source(lin
     assert {row["origin"] for row in found["machines"]} == {report.PREDICTED}
     inputs = {row["input"]: row for row in found["assumptions"]}
     host = inputs["host time per eager PyTorch op"]  # measured on the H200 machine's host, with its command
-    assert host["origin"] == "measured" and host["source"].startswith("measured: a step's host issue time")
+    assert host["origin"] == "measured on the H200 machine's host (1fcc455750dea9a9)"
+    assert host["source"].startswith("measured: a step's host issue time")
     assert "python -m helpers.costmodel.validate" in host["source"]
     assert host["date"] == "2026-11-26" and host["low"] == 4.37e-5
     efficiency = inputs["achieved fraction of FP32 peak, matrix products"]

@@ -49,8 +49,9 @@ def test_the_answer_is_chapter_5_s_glued_sentences_with_a_link_to_chapter_7(tmp_
         "dollars (1.05–2.07×); faster whatever the inputs.",
         "- **Dollars.** No multi-GPU machine gives a cheaper result.",
         "",
-        "These are chapter 5's predictions, in parentheses their range over the inputs it is unsure of; no "
-        "machine with more than one GPU was measured. [Chapter 7](chapters/gpu/07_your_model.ipynb) prices "
+        "These are chapter 5's predictions, in parentheses their range over the inputs it is unsure of (its "
+        "host time per op is one measured host's range, the H200 machine's); no machine with more than one "
+        "GPU was measured. [Chapter 7](chapters/gpu/07_your_model.ipynb) prices "
         "your own model the same way, with one command.",
         ":::",
     ]

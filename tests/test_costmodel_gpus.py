@@ -144,7 +144,9 @@ def tiny_costs(**options) -> gpus.ModelCosts:
     backward twice the FLOPs, 200 B per sample, 8,000 B, 2 kernels; 1,000 parameters, plain SGD."""
     rows = (("0: Linear", "matmul", "forward", 2_000_000, 2_000_000, 100, 4_000, 1),
             ("0: Linear", "matmul", "backward", 4_000_000, 4_000_000, 200, 8_000, 2))  # fmt: skip
-    return gpus.ModelCosts(rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, **options)
+    return gpus.ModelCosts(
+        rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, optimizer="sgd", **options
+    )
 
 
 def test_a_registered_model_is_priced_by_the_same_roofline_by_hand():

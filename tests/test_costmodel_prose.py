@@ -40,10 +40,10 @@ def test_the_dollar_verdict_says_only_what_every_band_holds():
     ])  # fmt: skip
     said = prose.dollar_verdict(several)
     assert said == (
-        "On the machines that can be rented here, no multi-GPU machine with a one-GPU offer of its GPU gives "
-        "a cheaper result, whatever the inputs. Of the 2 multi-GPU machines predicted, `LinearNet` runs "
-        "slower on 1, and on 1 its verdict depends on inputs not yet measured; `ConvNet` runs faster on "
-        "every one."
+        "On the machines that can be rented here, none of the multi-GPU machines whose GPU is also rented "
+        "singly gives a cheaper result than one of those GPUs, whatever the inputs. Of the 2 multi-GPU "
+        "machines predicted, `LinearNet` runs slower on 1, and on 1 its verdict depends on inputs not yet "
+        "measured; `ConvNet` runs faster on every one."
     )
     unpriced = several.assign(dollars=["no price: no one-GPU offer", DEARER] * 2)  # p5 without its offer
     assert "Of the 2 multi-GPU machines predicted (1 of them with no one-GPU price to compare)" in (
@@ -62,12 +62,16 @@ def test_the_answer_box_gets_a_brief_of_each_answer_and_the_dollar_verdict_s_fir
     said = prose.answer(several, 100, machine="p5")
     assert said["answer_convnet"] == "a speed-up of 7.51× (3.86–7.64×) for 1.06× the dollars (1.05–2.07×)"
     assert said["answer_convnet_brief"] == "a speed-up of 7.51× for 1.06× the dollars: " + FASTER
+    assert said["answer_convnet_verdict"] == "faster and dearer whatever the inputs"
+    assert said["answer_linearnet_verdict"] == (
+        "depends on the per-op host overhead, and dearer whatever the inputs"
+    )
     assert said["answer_linearnet_brief"] == (
         "a speed-up of 0.683× for 11.7× the dollars: depends on the per-op host overhead"
     )
     assert said["dollar_headline"] == (
-        "On the machines that can be rented here, no multi-GPU machine with a one-GPU offer of its GPU gives "
-        "a cheaper result, whatever the inputs."
+        "On the machines that can be rented here, none of the multi-GPU machines whose GPU is also rented "
+        "singly gives a cheaper result than one of those GPUs, whatever the inputs."
     )
     assert said["dollar_verdict"] == said["dollar_headline"] + " " + (
         "Of the 1 multi-GPU machine predicted, `LinearNet`'s verdict depends on inputs not yet measured on "
@@ -134,8 +138,9 @@ def test_the_seed_verdicts_agree_only_where_every_batch_and_band_does():
         in (said["seed_verdict_note"])
     )
     assert said["seed_verdict_note"].endswith(
-        "`LinearNet` does not agree with the seed's verdict at every batch over the whole band: the table "
-        "says where, and which input decides it."
+        "The seed's verdict for `LinearNet` is not confirmed at every batch over the whole band: the table "
+        "says where, and which input decides it. The host time per op there is the H200 machine's measured "
+        "range, lent to the seed's workstation, whose own host and PyTorch were not measured."
     )
     agreeing = prose.seed_verdict_sentence(verdicts.assign(faster=[SLOWER, SLOWER, FASTER]))
     assert agreeing["seed_agrees"] == "agree"
@@ -202,7 +207,7 @@ def test_the_roofline_error_reads_its_range_side_and_band_by_hand():
     texts = prose.roofline_error_sentences(flat)
     note = texts["roofline_error_note"]
     # (0.5 - 2) / 2 = -75 %, (2 - 2.5) / 2.5 = -20 %; measured over predicted 4.0x, 2.0x and 1.25x
-    assert "is 1.2× to 4.0× the roofline's central value, which lies 20–75 % below it" in note
+    assert "is 1.25× to 4.00× the roofline's central value, which lies 20–75 % below it" in note
     assert "inside the band at 1 of 3 batches" in note  # only 2.5 against 2.0 ± 50 %
     assert "replace the roofline for the H100 SXM 80 GB" in note and note.endswith("measured here.")
     assert texts["roofline_error_short"] == (
@@ -223,9 +228,12 @@ def test_the_gpu_whose_host_was_measured_says_its_host_bound_check_is_in_sample(
     assert "in sample" not in prose.roofline_error_sentences(frame)["roofline_error_note"]  # an H100
     said = prose.roofline_error_sentences(frame.assign(gpu="H200 SXM 141 GB"))
     assert (
-        "The roofline's host time per op, 44–114 µs (median 67 µs), was measured on this machine's host, so "
-        "where its steps are host-bound the roofline is checked here in sample."
+        "The roofline's host time per op, 44–114 µs (median 67 µs), was measured on the H200 SXM 141 GB "
+        "machine's host, so where its steps are host-bound the roofline is checked here in sample."
         in said["roofline_error_note"]
+    )
+    assert said["roofline_error_short"].endswith(
+        "(in sample for the host: its time per op comes from this GPU's profiles)"
     )
     assert said["roofline_host_band"] == "44–114 µs (median 67 µs)"
 
@@ -282,8 +290,8 @@ def test_the_value_of_an_hour_in_words_with_its_band():
     )
     # the answer box's brief: the central values alone
     assert prose.hour_value_sentence(frame, "m8")["hour_value_brief"] == (
-        "The 8 GPUs of m8 cost less per result than its one-GPU offer: for `ConvNet` once an hour is worth "
-        "more than 0.516 dollars; for `LinearNet` at no value of an hour at the central inputs."
+        "The 8 GPUs of m8 cost less per result than its one-GPU offer: for `ConvNet` once an hour of your "
+        "waiting is worth more than 0.516 dollars; never for `LinearNet` at the central inputs."
     )
     assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]
 

@@ -59,7 +59,7 @@ def test_the_rule_tells_one_bucket_models_apart_by_their_all_reduce_and_b_floor(
         assert "no per-GPU batch hides its all-reduce: every step pays all of it after backward" in text
         assert "needs a global batch" not in text and "hides behind backward" not in text
         assert "unbounded" not in text and "on 0" not in text
-        # the all-reduce against the compute each GPU does at 13 samples of 100, on p5 (central values)
+        # the all-reduce against each GPU's step without it at 13 samples of 100, on p5 (central values)
         p5 = by.loc[(name, "AWS p5.48xlarge")]
         assert p5["per_gpu_batch"] == 13
         tail, compute = p5["tail_seconds"] * 1e3, p5["compute_seconds"] * 1e3
@@ -68,8 +68,11 @@ def test_the_rule_tells_one_bucket_models_apart_by_their_all_reduce_and_b_floor(
     ratios = {name: [by.loc[(name, m), "tail_seconds"] / by.loc[(name, m), "compute_seconds"]
                      for m in machines] for name in ("LinearNet", "ConvNet")}  # fmt: skip
     assert max(ratios["ConvNet"]) < 0.05 < 0.1 < min(ratios["LinearNet"])  # it is what tells them apart
-    assert "% as long as the compute each GPU does" in said["rule_convnet"]
-    assert "× as long as the compute each GPU does" in said["rule_linearnet"]
+    # beside each GPU's step without the all-reduce: for LinearNet mostly its host's issue, not arithmetic
+    assert "% as long as each GPU's step without it, its host's issue and its compute" in said["rule_convnet"]
+    assert (
+        "× as long as each GPU's step without it, its host's issue and its compute" in said["rule_linearnet"]
+    )
     # b*_floor: LinearNet's (1,771-1,979 at the H200 host's measured time per op) lies above the 13 samples on
     # both machines; ConvNet's, 9-19, lies below them on one
     assert "lies above the 13 samples each GPU computes there on every machine" in said["rule_linearnet"]

@@ -21,7 +21,9 @@ def tiny() -> str:
     backward twice the FLOPs, 200 B per sample, 8,000 B, 2 kernels; 1,000 parameters, plain SGD."""
     rows = (("0: Linear", "matmul", "forward", 2_000_000, 2_000_000, 100, 4_000, 1),
             ("0: Linear", "matmul", "backward", 4_000_000, 4_000_000, 200, 8_000, 2))  # fmt: skip
-    costs = gpus.ModelCosts(rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS)
+    costs = gpus.ModelCosts(
+        rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, optimizer="sgd"
+    )
     return gpus.register("tiny (stepmodel test)", costs)
 
 
@@ -52,7 +54,9 @@ def tiny_conv() -> str:
                  for name, kind in (("0: Conv1d", "conv"), ("1: Linear", "matmul"))
                  for phase, flops, per_sample, kernels in (("forward", 2_000_000, 100, 1),
                                                            ("backward", 4_000_000, 200, 2)))  # fmt: skip
-    costs = gpus.ModelCosts(rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS)
+    costs = gpus.ModelCosts(
+        rows, 1_000, (4_000,), gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, optimizer="sgd"
+    )
     return gpus.register("tiny conv (stepmodel test)", costs)
 
 

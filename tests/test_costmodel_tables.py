@@ -95,7 +95,7 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     shown = tables.condition_display(conditions).set_index(["model", "machine"])
     assert list(shown.columns) == [
         "GPUs", "DDP buckets", "all-reduce left after backward (ms)",
-        "compute per GPU at a global batch of 100, 13 per GPU (ms)",
+        "step per GPU without the all-reduce at a global batch of 100, 13 per GPU (ms)",
         "b*_floor: above the fixed cost (per GPU)",
         "global batch needed", "against 2,700 clips",
     ]  # fmt: skip
@@ -103,7 +103,7 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     p5 = shown.loc[("ConvNet", "AWS p5.48xlarge")]
     row = conditions.set_index("model").loc["ConvNet"]
     assert p5["all-reduce left after backward (ms)"].startswith(f"{row['tail_seconds'] * 1e3:.3g} (")
-    assert p5["compute per GPU at a global batch of 100, 13 per GPU (ms)"].startswith(
+    assert p5["step per GPU without the all-reduce at a global batch of 100, 13 per GPU (ms)"].startswith(
         f"{row['compute_seconds'] * 1e3:.3g} ("
     )
     assert p5["global batch needed"].startswith(f"{int(row['floor_global_batch']):,} (")
@@ -115,4 +115,4 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     hide = tables.condition_display(mixed)["b*_hide: all but the last bucket hidden (per GPU)"].tolist()
     assert hide[0] == "none: one bucket" and hide[1].startswith("1 (")
     bare = tables.condition_display(rule.condition_table(("ConvNet",), ("AWS p5.48xlarge",)))
-    assert not any(column.startswith("compute per GPU") for column in bare.columns)
+    assert not any(column.startswith("step per GPU") for column in bare.columns)

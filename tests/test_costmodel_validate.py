@@ -194,9 +194,10 @@ def test_the_chapter_reads_the_check_as_ratios_first():
     # (0.470 + 0.531) / 2, a factor of 1.65, past 1.5: its form cannot fit it
     assert text == (
         "On the H200 the study measured, at batches of 32 and more, the roofline's central step is a median "
-        "0.23× the measured one, off by a median factor of 4.5. The step model, calibrated on the other "
-        "model, predicts a median 1.30×, off by a median factor of 1.28, a median error of 30 % (calibrated "
-        "on both instead: 1.33); 2 of 4 points fall within 0.8–1.25×. Its band, the spread of its "
+        "0.23× the measured one, off by a median factor of 4.5 (in sample for its host time per op, which "
+        "comes from these very profiles). The step model, calibrated on the other model, predicts a median "
+        "1.30×, off by a median factor of 1.28, a median error of 30 % (calibrated on both instead: off by "
+        "1.33); 2 of 4 points fall within 0.8–1.25×. Its band, the spread of its "
         "predictions over the calibration models' host times and device fits (a range, not a confidence "
         "interval), holds the measured step at 4 of them, at a median width (highest ÷ lowest) of 2.0×. "
         "Its median error is within 15 % for A. B is off by a factor of "

@@ -172,6 +172,10 @@ def test_where_nccl_and_gloo_both_ran_the_answer_is_nccl_s_speed_up_over_gloo():
         "NCCL's speed-up over Gloo, a GPU per rank (3.4): `LinearNet` faster, 4.95× (4.90–5.00×, 3 launches "
         "each); `ConvNet` faster by under 10 %, 1.04× (1.03–1.05×, 3 launches each), a 4 % difference."
     )
+    assert ddp_placement.backends_brief(runs) == answer.replace(" (3.4)", "")  # the box's line
+    assert ddp_placement.backends_brief(gloo_only := {"scaling": gloo}) == (
+        "They were not compared here: see below."
+    ) and not ddp_placement.backend_changes(gloo_only["scaling"])
     table, _ = ddp_results.scaling_table(runs["scaling"])
     assert table.loc[("LinearNet", "nccl", 4), "NCCL against Gloo"].startswith("faster, 4.9")
     assert table.loc[("LinearNet", "gloo", 4), "NCCL against Gloo"] == ""

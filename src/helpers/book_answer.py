@@ -15,6 +15,7 @@ from string import Formatter
 
 import nbformat
 
+from helpers.costmodel.specs import OP_OVERHEAD
 from helpers.stats import listed
 
 RECORD = "application/papermill.record/text/plain"
@@ -38,7 +39,7 @@ def glued(path: Path) -> dict[str, str]:
             name = output.get("metadata", {}).get("scrapbook", {}).get("name")
             text = output.get("data", {}).get(RECORD)
             if name and text is not None:
-                found[name] = ast.literal_eval(text) if text[:1] in "'\"" else text
+                found[name] = ast.literal_eval(text) if text.startswith(("'", '"')) else text
     return found
 
 
@@ -62,10 +63,10 @@ def answer_note(chapters: list[tuple[Path, dict]], book: Path) -> str:
     measured = (f"chapter{'s' * (len(several) > 1)} {listed(several)} measured a machine with several GPUs"
                 if several
                 else "no machine with more than one GPU was measured")  # fmt: skip
-    closing = (
-        "These are chapter 5's predictions, in parentheses their range over the inputs it is unsure of; "
-    )
-    closing += f"{measured}."
+    closing = "These are chapter 5's predictions, in parentheses their range over the inputs it is unsure of"
+    if OP_OVERHEAD.origin.startswith("measured"):
+        closing += " (its host time per op is one measured host's range, the H200 machine's)"
+    closing += f"; {measured}."
     yours = next((path for path, _ in chapters if path.stem == YOUR_MODEL), None)
     if yours is not None:
         closing += (

@@ -240,6 +240,25 @@ def _why_not_compared(
     )
 
 
+def _backend_verdicts(changes: dict) -> tuple[int, list[str], str]:
+    """Of ``backend_changes``, the most ranks both backends ran, the models compared there and NCCL's
+    speed-up over Gloo for each, as one phrase."""
+    ranks = max(k for _, k in changes)
+    compared = [model for model, k in changes if k == ranks]
+    return ranks, compared, "; ".join(f"`{m}` {describe_change(changes[m, ranks])}" for m in compared)
+
+
+def backends_brief(runs: dict[str, list[tuple[dict, dict]]]) -> str:
+    """The answer box's line after ``backends_headline``: NCCL's speed-up over Gloo per model where both
+    ran the same ranks, or that they were not compared here (``backends_answer`` says why)."""
+    changes = backend_changes(runs["scaling"])
+    if not changes:
+        return "They were not compared here: see below."
+    ranks, _, verdicts = _backend_verdicts(changes)
+    who = "a GPU per rank" if ranks > 1 else "one rank each on the same GPU"
+    return f"NCCL's speed-up over Gloo, {who}: {verdicts}."
+
+
 def backends_answer(
     runs: dict[str, list[tuple[dict, dict]]],
     plan: pd.DataFrame,
@@ -254,9 +273,7 @@ def backends_answer(
     beside the all-reduce measured here."""
     changes, said = backend_changes(runs["scaling"]), ""
     if changes:
-        ranks = max(k for _, k in changes)
-        compared = [model for model, k in changes if k == ranks]
-        verdicts = "; ".join(f"`{model}` {describe_change(changes[model, ranks])}" for model in compared)
+        ranks, compared, verdicts = _backend_verdicts(changes)
         if ranks > 1:
             said = f"NCCL's speed-up over Gloo, a GPU per rank (3.4): {verdicts}."
         else:

@@ -34,7 +34,7 @@ from helpers.data import CLIP_SAMPLES
 from helpers.models import MODELS, build_model, count_saved_tensor_bytes, saved_bytes_per_sample
 
 DTYPES = ("float32", "bf16")
-OPTIMIZERS = {  # bytes per parameter of one update pass and its ops (foreach implementations)
+OPTIMIZERS = {  # least bytes per parameter of one update pass and its ops, as ModelCosts names them
     "adam": (gpus.ADAM_BYTES_PER_PARAMETER, gpus.ADAM_OPS, 8),  # and its state: two moments
     "sgd": (gpus.SGD_BYTES_PER_PARAMETER, gpus.SGD_OPS, 0),  # plain SGD keeps none
 }
@@ -332,7 +332,7 @@ def count(model: nn.Module, input_shape: tuple, dtype: str = "float32", optimize
     sizes = tuple(p.numel() * 4 for p in trainable)[::-1]  # float32 gradients, backward order
     update_bytes, update_ops, _ = OPTIMIZERS[optimizer]
     costs = gpus.ModelCosts(tuple(layers), sum(p.numel() for p in trainable), sizes, update_bytes, update_ops,
-                            bf16=bf16)  # fmt: skip
+                            bf16=bf16, optimizer=optimizer)  # fmt: skip
     autocast = torch.bfloat16 if bf16 else None
     saved = [count_saved_tensor_bytes(model, torch.zeros(n, *input_shape), autocast) for n in (2, 4)]
     per_sample_saved = (saved[1] - saved[0]) // 2

@@ -316,7 +316,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             span = f"{batches.min()} to {batches.max()}"
             notes.append(
                 f"`{model}`'s measured step ({steps.min():.3g}–{steps.max():.3g} ms at {count} batches from "
-                f"{span}) is {ratio.min():.1f}× to {ratio.max():.1f}× the roofline's central value, which "
+                f"{span}) is {ratio.min():.2f}× to {ratio.max():.2f}× the roofline's central value, which "
                 f"lies {below_or_above(low, high)} it; the measurement is inside the band at {inside} of "
                 f"{count} batches."
             )
@@ -336,11 +336,15 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             measured_one = "" if parts else " the measured one"
             parts.append(f"{below_or_above(low, high)}{measured_one} for `{model}` ({inside} of {count} "
                          "batches inside the band)")  # fmt: skip
-        shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts))
-        if gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin == "measured":
+        in_sample = gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin.startswith("measured")
+        caveat = (
+            " (in sample for the host: its time per op comes from this GPU's profiles)" if in_sample else ""
+        )
+        shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts) + caveat)
+        if in_sample:
             notes.append(
-                f"The roofline's host time per op, {host_band()}, was measured on this machine's host, so "
-                "where its steps are host-bound the roofline is checked here in sample."
+                f"The roofline's host time per op, {host_band()}, was measured on the {gpu} machine's host, "
+                "so where its steps are host-bound the roofline is checked here in sample."
             )
         if measured.groupby("model")["batch"].nunique().min() >= 2:  # a line needs two batches
             notes.append(
@@ -371,8 +375,8 @@ def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge"
             continue
         row = rows.iloc[0]
         texts[f"answer_{name.lower()}"] = headline(predicted, name, machine, batch)
-        texts[f"answer_{name.lower()}_verdict"] = (
-            f"{short_verdict(row.faster)}, and {short_verdict(row.dollars)}"
+        texts[f"answer_{name.lower()}_verdict"] = both_verdicts(
+            short_verdict(row.faster), short_verdict(row.dollars)
         )
         brief = headline(predicted, name, machine, batch, bands=False)
         texts[f"answer_{name.lower()}_brief"] = f"{brief}: {short_verdict(row.faster)}"
@@ -380,6 +384,14 @@ def answer(predicted: pd.DataFrame, batch: int, machine: str = "AWS p5.48xlarge"
     texts["dollar_verdict"] = f"{money} {speed}".strip()
     texts["dollar_headline"] = money
     return texts
+
+
+def both_verdicts(speed: str, dollars: str) -> str:
+    """Two verdicts in one phrase: "slower and dearer whatever the inputs" where both hold over the band,
+    else each in full ("depends on …, and dearer whatever the inputs")."""
+    if speed.endswith(WHATEVER) and dollars.endswith(WHATEVER):
+        return f"{speed.removesuffix(WHATEVER)} and {dollars.removesuffix(WHATEVER)}{WHATEVER}"
+    return f"{speed}, and {dollars}"
 
 
 def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge") -> dict[str, str]:
@@ -394,16 +406,18 @@ def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge"
                               row.hour_value_break_even_high)  # fmt: skip
         if math.isinf(low):
             parts.append(f"`{row.model}` at no value of an hour, whatever the inputs")
-            briefs.append(parts[-1])
+            briefs.append(f"never for `{row.model}`, whatever the inputs")
         elif math.isinf(central):
             best = f"only at the inputs' most favourable end, from {significant(low)} dollars an hour"
-            briefs.append(f"`{row.model}` at no value of an hour at the central inputs")
-            parts.append(f"{briefs[-1]}, where it is no faster ({best})")
+            parts.append(f"`{row.model}` at no value of an hour at the central inputs, where it is no faster "
+                         f"({best})")  # fmt: skip
+            briefs.append(f"never for `{row.model}` at the central inputs")
         else:
             band = (f"from {significant(low)} dollars to never" if math.isinf(high)
                     else f"{significant(low)}–{significant(high)} dollars")  # fmt: skip
-            briefs.append(f"`{row.model}` once an hour is worth more than {significant(central)} dollars")
-            parts.append(f"{briefs[-1]} ({band} over the inputs)")
+            worth = f"more than {significant(central)} dollars"
+            parts.append(f"`{row.model}` once an hour is worth {worth} ({band} over the inputs)")
+            briefs.append(f"for `{row.model}` once an hour of your waiting is worth {worth}")
     if not parts:
         none = f"{machine} has no one-GPU offer to set its total cost against."
         return {"hour_value_answer": none, "hour_value_brief": none}
@@ -412,7 +426,7 @@ def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge"
     return {
         "hour_value_answer": "Counting your waiting too (machine dollars + hours × what an hour is worth to "
         f"you), {cheaper}: for " + "; for ".join(parts) + ".",
-        "hour_value_brief": f"{cheaper[0].upper()}{cheaper[1:]}: for " + "; for ".join(briefs) + ".",
+        "hour_value_brief": f"{cheaper[0].upper()}{cheaper[1:]}: " + "; ".join(briefs) + ".",
     }
 
 
@@ -430,7 +444,8 @@ def dollar_sentences(several: pd.DataFrame) -> tuple[str, str]:
     dearer = priced["dollars"].eq("dearer" + WHATEVER)
     if len(priced) and dearer.all():
         money = (
-            "no multi-GPU machine with a one-GPU offer of its GPU gives a cheaper result, whatever the inputs"
+            "none of the multi-GPU machines whose GPU is also rented singly gives a cheaper result than one "
+            "of those GPUs, whatever the inputs"
         )
     elif priced["dollars"].eq("no dearer" + WHATEVER).any():
         cheap = listed(sorted(set(priced.loc[priced["dollars"].eq("no dearer" + WHATEVER), "machine"])))
@@ -621,7 +636,10 @@ def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
     if not disagree:
         ending = "Both agree with the seed's verdicts, over the whole band."
     else:
-        ending = (f"{listed([f'`{n}`' for n in disagree])} does not agree with the seed's verdict at every "
+        ending = (f"The seed's verdict for {listed([f'`{n}`' for n in disagree])} is not confirmed at every "
                   "batch over the whole band: the table says where, and which input decides it.")  # fmt: skip
+        if OP_OVERHEAD.origin.startswith("measured"):
+            ending += (" The host time per op there is the H200 machine's measured range, lent to the seed's "
+                       "workstation, whose own host and PyTorch were not measured.")  # fmt: skip
     return {"seed_verdict_note": "; ".join(notes) + ". " + ending,
             "seed_agrees": "agree" if not disagree else "do not all agree"}  # fmt: skip

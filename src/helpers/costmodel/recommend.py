@@ -390,7 +390,9 @@ def verdict(rows: pd.DataFrame, column: str, threshold: float, above: str, below
             dict.fromkeys(INPUTS[name][3] for name in names)
         )
     tools = "; ".join(dict.fromkeys(INPUTS[name][3] for name in names))
-    return f"depends on the {' and the '.join(names)}: measure it with {tools}"
+    return (
+        f"depends on the {' and the '.join(names)}: measure {'them' if len(names) > 1 else 'it'} with {tools}"
+    )
 
 
 def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFrame:

@@ -130,12 +130,13 @@ def condition_table(
 ) -> pd.DataFrame:
     """``batch_conditions`` summarized per model and machine: each condition's per-GPU batch, the global
     batch both need and the one the fixed cost alone needs (``floor_global_batch``), the all-reduce that
-    follows backward (``tail_seconds``) and, given the global ``batch``, the compute per GPU beside it
-    (``compute_seconds``, at ``per_gpu_batch``), central with lowest and highest over the band
-    (``hide_high`` infinite where some scenario never hides the all-reduce; all of ``hide`` infinite for a
-    one-bucket model, which never hides it); the model's DDP ``buckets``; and whether the training set
-    (``cap`` clips) holds the global batch over the whole band, or what decides it (``ONE_BUCKET`` where no
-    batch can meet both), and the same for the fixed cost alone (``floor against the training set``).
+    follows backward (``tail_seconds``) and, given the global ``batch``, the step per GPU without it (host
+    issue and compute) beside it (``compute_seconds``, at ``per_gpu_batch``), central with lowest and
+    highest over the band (``hide_high`` infinite where some scenario never hides the all-reduce; all of
+    ``hide`` infinite for a one-bucket model, which never hides it); the model's DDP ``buckets``; and
+    whether the training set (``cap`` clips) holds the global batch over the whole band, or what decides it
+    (``ONE_BUCKET`` where no batch can meet both), and the same for the fixed cost alone (``floor against
+    the training set``).
 
     ``needed_global_batch`` is the global batch from which every condition that can hold holds: k ×
     b*_floor for a one-bucket model (the first never holds), the global batch both need for one of several

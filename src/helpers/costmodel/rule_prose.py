@@ -1,6 +1,6 @@
 """Chapter 5's rule for your own model, in words (section 5.9 and its takeaway): per model and eight-GPU
 machine, the all-reduce left after backward (all of it with one DDP bucket, the last bucket's with several)
-beside the compute each GPU does, and the per-GPU batch that outgrows the fixed cost, against the data.
+beside each GPU's step without it, and the per-GPU batch that outgrows the fixed cost, against the data.
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def as_long_as(ratios) -> str:
 
 
 def _paid_beside(rows: pd.DataFrame) -> tuple[list[float], str] | None:
-    """A one-bucket model's all-reduce after backward against its compute per GPU at the chapter's global
-    batch (``condition_table`` given one), per machine: the ratios of the central values and "at a global
-    batch of 100 (13 per GPU)"; None where the table has no compute."""
+    """A one-bucket model's all-reduce after backward against its step per GPU without it at the chapter's
+    global batch (``condition_table`` given one), per machine: the ratios of the central values and "at a
+    global batch of 100 (13 per GPU)"; None where the table has no such step."""
     if "compute_seconds" not in rows or rows["compute_seconds"].isna().any():
         return None
     shares = sorted({int(share) for share in rows["per_gpu_batch"]})
@@ -132,7 +132,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
     section's last sentence and ``one_bucket_models`` for its opening.
 
     A model whose gradients fit one DDP bucket never hides its all-reduce, so no global batch meets both:
-    it is said so, and the models are told apart by what that all-reduce costs beside the compute per GPU
+    it is said so, and the models are told apart by what that all-reduce costs beside the step per GPU
     at the chapter's global batch (where ``condition_table`` was given one; ``example`` is the machine
     whose two times are named) and by where that per-GPU batch stands against b*_floor."""
     texts, short, single, floors, beside = {}, [], [], [], {}
@@ -159,8 +159,9 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
                 pair = (f"{significant(named['tail_seconds'].iloc[0] * 1e3)} ms against "
                         f"{significant(named['compute_seconds'].iloc[0] * 1e3)} ms on "
                         f"{named['machine'].iloc[0]}")  # fmt: skip
-                opening += (f". {at[0].upper()}{at[1:]} it lasts {as_long_as(ratios)} the compute each GPU "
-                            f"does (central values over the {len(rows)} machines; {pair}).")  # fmt: skip
+                opening += (f". {at[0].upper()}{at[1:]} it lasts {as_long_as(ratios)} each GPU's step "
+                            "without it, its host's issue and its compute (central values over the "
+                            f"{len(rows)} machines; {pair}).")  # fmt: skip
             within, never = _against(rows, "floor against the training set")
             fits = fits_phrase(within, never, len(rows))
             texts[f"rule_{name.lower()}"] = (
@@ -188,9 +189,9 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
         if len(beside) == len(single):
             at = _paid_beside(conditions[conditions["model"].isin(single)])[1]
             lasts = [f"{as_long_as(beside[name])} `{name}`'s" for name in single]
-            said += f": {at} it lasts " + listed(lasts) + (" compute per GPU" if len(lasts) == 1 else "")
+            said += f": {at} it lasts " + listed(lasts) + (" step per GPU" if len(lasts) == 1 else "")
             if len(lasts) > 1:
-                said = said.replace(lasts[0], lasts[0] + " compute per GPU", 1)
+                said = said.replace(lasts[0], lasts[0] + " step per GPU", 1)
         short.append(f"{said}; the {TRAIN_CLIPS:,} clips hold the global batch that outgrows the fixed cost "
                      + "; ".join(floors))  # fmt: skip
     texts["rule_short"] = "; ".join(short) + "." if short else ""
@@ -226,8 +227,8 @@ def _one_bucket_models(single: list[str], machines: int) -> str:
 
 def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
     """The section's last sentence: what more GPUs need, then each model told apart by its all-reduce after
-    backward against its compute per GPU (one bucket) or its b*_hide (several), and by b*_floor, with what
-    that means at the chapter's global batch (on how many machines, where they disagree)."""
+    backward against its step per GPU without it (one bucket) or its b*_hide (several), and by b*_floor,
+    with what that means at the chapter's global batch (on how many machines, where they disagree)."""
     rule = (
         "That is the book's answer in one table: more GPUs help a model whose compute per GPU outlasts the "
         "all-reduce left after backward (all of it with one bucket; with several, once the per-GPU batch "
@@ -242,13 +243,13 @@ def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
             continue
         floor = f"its b*_floor is {_span(rows['floor'], whole=True)} per GPU"
         if name in beside:
-            parts.append(f"`{name}`'s all-reduce after backward lasts {as_long_as(beside[name])} its compute "
-                         f"per GPU and {floor}")  # fmt: skip
+            parts.append(f"`{name}`'s all-reduce after backward lasts {as_long_as(beside[name])} its step "
+                         f"per GPU without it and {floor}")  # fmt: skip
             above = rows["per_gpu_batch"] >= rows["floor"]
             if above.all() and max(beside[name]) < 1:
                 readings.append(f"`{name}` divides its work over the GPUs")
             elif not above.any():
-                waits = ", then waits for an all-reduce that can outlast its compute" if max(
+                waits = ", then waits for an all-reduce that can outlast that step" if max(
                     beside[name]) >= 1 else ""  # fmt: skip
                 readings.append(f"`{name}` mostly repeats its fixed cost on every GPU{waits}")
             elif not above.all():

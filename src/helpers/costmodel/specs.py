@@ -62,8 +62,11 @@ OP_OVERHEAD = Range(
     "measured: a step's host issue time (forward, backward and optimizer phases of unprofiled steps) over "
     "its op count, 4 models at batches 8-512, 3 seeds each (84 profiles), on the H200 machine's host "
     f"({OP_MEASURED_ON}: a 16-core Intel Xeon, torch 2.11; python -m helpers.costmodel.validate): lowest, "
-    "median, highest. One host: a faster one would fall below the band (a bare CUDA launch is 3-5 µs, "
-    "NVIDIA developer forum)", "2026-11-26", origin="measured",
+    "median, highest. A counted op stands for a layer's kernel, so it holds several ATen calls; zero_grad "
+    "is outside the timed phases; GPU-bound steps are included, whose host may wait on a full launch queue "
+    "(the band's high end). One host: a faster one would fall below the band (a bare CUDA launch is 3-5 "
+    "µs, NVIDIA developer forum)", "2026-11-26",
+    origin=f"measured on the H200 machine's host ({OP_MEASURED_ON})",
 )  # fmt: skip
 RANGES = (*COMPUTE_EFFICIENCY.values(), SHARD_EFFICIENCY, MEMORY_EFFICIENCY, OP_OVERHEAD)
 
@@ -335,7 +338,7 @@ def scenarios(inputs=ROOFLINE_INPUTS) -> list[tuple[str, Scenario]]:
 
 
 def input_origin(name: str) -> str:
-    """Whether the input ``assumptions_table`` names ``name`` is "measured" (a range the study measured) or
+    """Whether the input ``assumptions_table`` names ``name`` was measured (and on which machine) or is
     "assumed" (every other: an assumption, a datasheet or a link's quoted figures)."""
     return next((r.origin for r in RANGES if r.name == name), "assumed")
 

@@ -92,9 +92,9 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     """``condition_table`` for reading, per-GPU and global batches and seconds as "central
     (lowest–highest)": the DDP buckets; b*_hide only where some model has several buckets (a one-bucket
     model's reads "none: one bucket", never an unbounded band); the all-reduce left after backward (all of
-    it with one bucket, the last bucket's with several) beside the compute per GPU at the chapter's global
-    batch, where ``condition_table`` was given one; b*_floor; and the global batch every condition that
-    can hold needs, against the training set."""
+    it with one bucket, the last bucket's with several) beside each GPU's step without it (the host's issue
+    and the compute) at the chapter's global batch, where ``condition_table`` was given one; b*_floor; and
+    the global batch every condition that can hold needs, against the training set."""
     one = conditions["buckets"].eq(1)
     shown = {"model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
              "DDP buckets": conditions["buckets"]}  # fmt: skip
@@ -105,7 +105,7 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     if "compute_seconds" in conditions and conditions["compute_seconds"].notna().any():
         batch, shares = int(conditions["batch"].iloc[0]), conditions["per_gpu_batch"].unique()
         each = f", {int(shares[0])} per GPU" if len(shares) == 1 else ""
-        shown[f"compute per GPU at a global batch of {batch}{each} (ms)"] = banded(
+        shown[f"step per GPU without the all-reduce at a global batch of {batch}{each} (ms)"] = banded(
             conditions, "compute_seconds", 1e3
         )
     shown["b*_floor: above the fixed cost (per GPU)"] = banded(conditions, "floor", whole=True)
