@@ -107,3 +107,10 @@ def test_a_verdict_in_a_table_says_what_its_sentence_says():
     assert stats.verdict_words("slower", 0.95, 0.97) == "slower by under 10 %"
     assert stats.verdict_words("slower", 0.5, 0.97) == "slower"
     assert stats.verdict_words("not resolved", 0.95, 1.2) == "not resolved"
+
+
+def test_batches_with_one_word_read_as_a_run():
+    runs = stats.batch_runs([(10, "depends"), (20, "faster"), (30, "faster"), (50, "slower"), (70, "faster")])
+    assert runs == [("depends", 10, 10), ("faster", 20, 30), ("slower", 50, 50), ("faster", 70, 70)]
+    assert stats.run_phrases(runs[:2]) == ["depends at batch 10", "faster from batch 20 to 30"]
+    assert stats.batch_runs([]) == []

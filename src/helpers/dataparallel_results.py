@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch.utils.data import TensorDataset
 
+from helpers import stats
 from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import ms, significant
@@ -87,22 +88,15 @@ def describe_seed_verdicts(table: pd.DataFrame) -> dict[str, str]:
     (``undecided at batch 10 and faster from batch 20 to 600``). Plain text."""
     described = {}
     for model, rows in table.groupby("model", sort=False):
-        runs: list[list] = []
-        for batch, verdict in rows.sort_values("global_batch")[["global_batch", "faster"]].itertuples(
-            index=False
-        ):
-            word = verdict.split(" ")[0] if verdict.endswith("whatever the inputs") else "undecided"
-            if runs and runs[-1][0] == word:
-                runs[-1][2] = batch
-            else:
-                runs.append([word, batch, batch])
+        ordered = rows.sort_values("global_batch")
+        words = [verdict.split(" ")[0] if verdict.endswith("whatever the inputs") else "undecided"
+                 for verdict in ordered["faster"]]  # fmt: skip
+        runs = stats.batch_runs(zip(ordered["global_batch"], words, strict=True))
         if len(runs) == 1:
             word, first, last = runs[0]
             described[model] = f"{word} at every batch of the seed's sweep ({first} to {last})"
             continue
-        parts = [f"{word} at batch {first}" if first == last else f"{word} from batch {first} to {last}"
-                 for word, first, last in runs]  # fmt: skip
-        described[model] = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+        described[model] = stats.listed(stats.run_phrases(runs))
     return described
 
 

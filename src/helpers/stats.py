@@ -131,6 +131,23 @@ def listed(items) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
+def batch_runs(pairs) -> list[tuple[str, int, int]]:
+    """(batch, word) pairs, in batch order, as runs of one word: (word, first batch, last batch)."""
+    runs: list[list] = []
+    for batch, word in pairs:
+        if runs and runs[-1][0] == word:
+            runs[-1][2] = batch
+        else:
+            runs.append([word, batch, batch])
+    return [tuple(run) for run in runs]
+
+
+def run_phrases(runs) -> list[str]:
+    """``batch_runs`` in words: "faster at batch 10", "slower from batch 20 to 600"."""
+    return [f"{word} at batch {first}" if first == last else f"{word} from batch {first} to {last}"
+            for word, first, last in runs]  # fmt: skip
+
+
 def whole_percent(share: float) -> str:
     """A share in whole per cent as the book writes it: ``29 %``."""
     return f"{share * 100:.0f} %"

@@ -12,6 +12,7 @@ import math
 
 import pandas as pd
 
+from helpers import stats
 from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
     gradient_bytes,
@@ -621,8 +622,11 @@ def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
         if len(kinds) == 1:
             found = kinds[0] + " at every batch"
         else:
-            pairs = zip(rows["global_batch"], rows["faster"].map(short_verdict), strict=True)
-            found = "mixed: " + "; ".join(f"{v} at batch {int(b)}" for b, v in pairs)
+            ordered = rows.sort_values("global_batch")
+            pairs = zip(
+                ordered["global_batch"].astype(int), ordered["faster"].map(short_verdict), strict=True
+            )
+            found = "mixed: " + "; ".join(stats.run_phrases(stats.batch_runs(pairs)))
         band = f"{rows['speedup_low'].min():.3g}–{rows['speedup_high'].max():.3g}×"
         notes.append(
             f"`{name}` on four GPUs against one: {found} (speed-up {band} over the sweep and the band)"
