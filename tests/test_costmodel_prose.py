@@ -233,7 +233,7 @@ def test_the_gpu_whose_host_was_measured_says_its_host_bound_check_is_in_sample(
         in said["roofline_error_note"]
     )
     assert said["roofline_error_short"].endswith(
-        "(in sample for the host: its time per op comes from this GPU's profiles)"
+        "inside the band), in sample for the host (its time per op comes from this GPU's profiles)"
     )
     assert said["roofline_host_band"] == "44–114 µs (median 67 µs)"
 

@@ -339,7 +339,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
                          "batches inside the band)")  # fmt: skip
         in_sample = gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin.startswith("measured")
         caveat = (
-            " (in sample for the host: its time per op comes from this GPU's profiles)" if in_sample else ""
+            ", in sample for the host (its time per op comes from this GPU's profiles)" if in_sample else ""
         )
         shorts.append(f"on one {gpu}, the roofline's central step is " + "; ".join(parts) + caveat)
         if in_sample:
