@@ -64,7 +64,7 @@ def answer_note(chapters: list[tuple[Path, dict]], book: Path) -> str:
                 if several
                 else "no machine with more than one GPU was measured")  # fmt: skip
     closing = "These are chapter 5's predictions, in parentheses their range over the inputs it is unsure of"
-    if OP_OVERHEAD.origin.startswith("measured"):
+    if OP_OVERHEAD.measured:
         closing += " (its host time per op is one measured host's range, the H200 machine's)"
     closing += f"; {measured}."
     yours = next((path for path, _ in chapters if path.stem == YOUR_MODEL), None)

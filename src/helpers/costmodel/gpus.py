@@ -95,12 +95,10 @@ def register(name: str, costs: ModelCosts) -> str:
     return name
 
 
-def _optimizer(model_name: str) -> tuple[int, int, int]:
-    """(bytes per parameter, ops) of the optimizer's pass and the loss's ops: Adam's for the book's models."""
+def loss_ops(model_name: str) -> int:
+    """Host ops of the loss, forward and backward (log-softmax and NLL for the book's models)."""
     costs = REGISTERED.get(model_name)
-    if costs is None:
-        return ADAM_BYTES_PER_PARAMETER, ADAM_OPS, LOSS_OPS
-    return costs.optimizer_bytes_per_parameter, costs.optimizer_ops, costs.loss_ops
+    return LOSS_OPS if costs is None else costs.loss_ops
 
 
 def optimizer_as_run(model_name: str) -> tuple[int, int, int]:
@@ -259,7 +257,7 @@ def ops_per_step(model_name: str) -> int:
     optimizer's step as it runs (``optimizer_as_run``)."""
     return (
         int(_layer_costs(model_name)["kernels"].sum())
-        + _optimizer(model_name)[2]
+        + loss_ops(model_name)
         + optimizer_as_run(model_name)[2]
     )
 
@@ -290,9 +288,9 @@ def _step_work(model_name: str, batch: int, gpu: GPU, scenario: Scenario, optimi
         return (phase, max(compute, memory), kernels, "compute" if compute >= memory else "memory")
 
     forward, backward = _issue_order(model_name)
-    loss_ops = _optimizer(model_name)[2]
+    losses = loss_ops(model_name)
     optimizer_bytes, _, optimizer_ops = optimizer_as_run(model_name)
-    loss = [("forward", 0.0, loss_ops // 2, "memory"), ("backward", 0.0, loss_ops - loss_ops // 2, "memory")]
+    loss = [("forward", 0.0, losses // 2, "memory"), ("backward", 0.0, losses - losses // 2, "memory")]
     update = optimizer_bytes * parameters_of(model_name) / bandwidth
     tail = [("optimizer", update, optimizer_ops, "memory")] if optimizer else []
     return [item(row) for row in forward] + loss + [item(row) for row in backward] + tail

@@ -337,7 +337,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             measured_one = "" if parts else " the measured one"
             parts.append(f"{below_or_above(low, high)}{measured_one} for `{model}` ({inside} of {count} "
                          "batches inside the band)")  # fmt: skip
-        in_sample = gpu == OP_MEASURED_GPU and OP_OVERHEAD.origin.startswith("measured")
+        in_sample = gpu == OP_MEASURED_GPU and OP_OVERHEAD.measured
         caveat = (
             ", in sample for the host (its time per op comes from this GPU's profiles)" if in_sample else ""
         )
@@ -642,7 +642,7 @@ def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
     else:
         ending = (f"The seed's verdict for {listed([f'`{n}`' for n in disagree])} is not confirmed at every "
                   "batch over the whole band: the table says where, and which input decides it.")  # fmt: skip
-        if OP_OVERHEAD.origin.startswith("measured"):
+        if OP_OVERHEAD.measured:
             ending += (" The host time per op there is the H200 machine's measured range, lent to the seed's "
                        "workstation, whose own host and PyTorch were not measured.")  # fmt: skip
     return {"seed_verdict_note": "; ".join(notes) + ". " + ending,

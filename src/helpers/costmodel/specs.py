@@ -30,6 +30,11 @@ class Range:
     date: str
     origin: str = "assumed"
 
+    @property
+    def measured(self) -> bool:
+        """Whether the range was measured (its ``origin`` says where), not assumed."""
+        return self.origin.startswith("measured")
+
 
 COMPUTE_EFFICIENCY = {
     "matmul": Range(

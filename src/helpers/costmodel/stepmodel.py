@@ -60,7 +60,7 @@ class StepInputs:
 def layer_ops(model_name: str) -> int:
     """Host ops of the layers and the loss in one step (the optimizer's are priced as one step)."""
     forward, backward = gpus._issue_order(model_name)
-    return sum(row[5] for row in forward + backward) + gpus._optimizer(model_name)[2]
+    return sum(row[5] for row in forward + backward) + gpus.loss_ops(model_name)
 
 
 def layer_kernels(model_name: str, row: tuple, batch: int, gpu: GPU, inputs: StepInputs) -> list:
@@ -94,7 +94,7 @@ def kernel_seconds(model_name: str, batch: int, gpu: GPU, inputs: StepInputs) ->
     the least kernel time), then the optimizer's kernels, each issued after its share of the optimizer's
     host time and making its share of the passes over the parameters."""
     forward, backward = gpus._issue_order(model_name)
-    loss = [(inputs.op_seconds, inputs.kernel_seconds)] * gpus._optimizer(model_name)[2]
+    loss = [(inputs.op_seconds, inputs.kernel_seconds)] * gpus.loss_ops(model_name)
     bytes_per_parameter, kernels, _ = gpus.optimizer_as_run(model_name)
     update = bytes_per_parameter * gpus.parameters_of(model_name) / (gpu.memory_bandwidth * inputs.memory)
     step = [(inputs.optimizer_seconds / kernels, max(update / kernels, inputs.kernel_seconds))] * kernels
