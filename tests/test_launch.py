@@ -7,6 +7,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -37,22 +38,43 @@ def checked(recordings, no_leftovers):
 BUCKETS = {("LinearNet", 25): [48_408_880], ("LinearNet", 0.25): [404_880, 48_004_000]}
 
 
+# The SGD run that two ranks take step by step beside one process: launched once, read by the tests of
+# its parity and of its bytes (a launch costs 5–10 s here, most of it starting torchrun and its ranks).
+FOLLOWED = {**CONFIG, "optimizer": "sgd", "lr": 0.05, "epochs": 2}
+
+
+@pytest.fixture(scope="module")
+def followed(recordings, tmp_path_factory) -> dict[int, list[dict]]:
+    """``FOLLOWED`` launched on one rank and on two, once for the module: {ranks: results}. Like every
+    launch here it must leave no process behind."""
+    tag = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TEST_TAG, tag)
+        runs = {k: launch.launch(FOLLOWED, k, time_limit_seconds=120, output=tmp_path_factory.mktemp(f"f{k}"))
+                for k in (1, 2)}  # fmt: skip
+    assert not worker_processes(tag), "a launch left processes behind"
+    return runs
+
+
+def launched_for_bytes(model: str, bucket_cap_mb: float, followed: dict, output: Path) -> list[dict]:
+    """Two ranks' results at ``bucket_cap_mb``: the shared ``FOLLOWED`` run where it has these settings."""
+    if (model, bucket_cap_mb) == (FOLLOWED["model"], FOLLOWED["bucket_cap_mb"]):
+        return followed[2]
+    config = {**CONFIG, "model": model, "bucket_cap_mb": bucket_cap_mb, "global_batch_size": 8,
+              "train_samples": 16}  # fmt: skip
+    return launch.launch(config, 2, time_limit_seconds=120, output=output)
+
+
 @pytest.mark.parametrize(
     ("model", "bucket_cap_mb"), [("LinearNet", 25), ("LinearNet", 0.25), ("ConvNet", 0.5)]
 )
-def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb):
-    config = {
-        **CONFIG,
-        "model": model,
-        "bucket_cap_mb": bucket_cap_mb,
-        "global_batch_size": 8,
-        "train_samples": 16,
-    }
-    results = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path)
+def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb, followed):
+    results = launched_for_bytes(model, bucket_cap_mb, followed, tmp_path)
     expected = models.parameter_bytes(models.build_model(model))
     for result in results:
-        assert result["gradient_bytes"] == expected
-        assert [sum(step) for step in result["bucket_bytes_per_step"]] == [expected, expected]
+        steps = sum(len(row["step_seconds"]) for row in result["history"])
+        assert result["gradient_bytes"] == expected and steps >= 2
+        assert [sum(step) for step in result["bucket_bytes_per_step"]] == [expected] * steps
         assert result["threads"] == 1  # two ranks share this machine's cores
         timed = result["bucket_seconds_per_step"]  # each bucket's all-reduce, timed in the hook
         assert [len(step) for step in timed] == [len(step) for step in result["bucket_bytes_per_step"]]
@@ -265,10 +287,8 @@ def test_lightning_refuses_nodes_simulated_on_one_machine_s_gpus(monkeypatch):
         lightning_ddp.check_lightning_request(config, 2, nodes=2)
 
 
-def test_two_ranks_follow_one_process_step_by_step(tmp_path):
-    config = {**CONFIG, "optimizer": "sgd", "lr": 0.05, "epochs": 2}
-    one = launch.launch(config, 1, time_limit_seconds=120, output=tmp_path / "one")[0]
-    two = launch.launch(config, 2, time_limit_seconds=120, output=tmp_path / "two")[0]
+def test_two_ranks_follow_one_process_step_by_step(followed):
+    one, two = followed[1][0], followed[2][0]
     parity = ddp.loss_parity({"result": one}, {"result": two})
     assert parity["steps"] == 4 and parity["largest_rel_difference"] < 1e-5  # float32 rounding only
     assert [len(row["step_seconds"]) for row in two["history"]] == [2, 2]
