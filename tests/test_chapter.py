@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from helpers import chapter, study
+from helpers.notebook_parameters import notebook_defaults
 
 
 def test_the_parameters_are_the_plain_data_globals():
@@ -41,3 +42,29 @@ def test_every_chapter_parameter_of_every_profile_passes_its_rule():
             defaults = {}
             exec(cell.source, {}, defaults)  # the notebook's own literals
             chapter.check_parameters({**defaults, **planned.parameters})
+
+
+def test_the_sizes_that_must_agree_agree_in_every_profile():
+    # 5.3 prices chapter 1's training runs, 1.5 sets its profiled step beside the swept one and 2.4 breaks
+    # down one of the swept batches: a smoke size changed in one place must not part them
+    for profile in study.PROFILES:
+        effective = {planned.name: {**notebook_defaults(planned.source), **planned.parameters}
+                     for planned in study.plan(profile)}  # fmt: skip
+        one, two = effective["01_single_device"], effective["02_dataparallel_internals"]
+        assert effective["05_cost_model"]["training_batch"] == one["batch_size"], profile
+        assert one["profile_batch_size"] in one["sweep_batch_sizes"], profile
+        assert two["breakdown_batch_size"] in two["batch_sizes"], profile
+
+
+def test_glue_all_glues_the_named_readings_as_markdown(monkeypatch):
+    import myst_nb
+    from IPython.display import Markdown
+
+    glued = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: glued.update({name: value}))
+    chapter.glue_all({"short": "one line", "long": "one\n\ntwo"}, markdown={"long"})
+    assert glued["short"] == "one line"
+    assert isinstance(glued["long"], Markdown) and glued["long"].data == "one\n\ntwo"
+    for wrong in ("long", {"lengthy"}):  # a string would match by substring; a name must be a text's
+        with pytest.raises(ValueError, match="markdown must be a set of names"):
+            chapter.glue_all({"long": "one"}, markdown=wrong)

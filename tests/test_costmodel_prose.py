@@ -223,6 +223,17 @@ def test_the_roofline_error_reads_its_range_side_and_band_by_hand():
     assert "unchecked" in prose.roofline_error_sentences(flat.iloc[:0])["roofline_error_short"]
 
 
+def test_the_roofline_error_note_is_paragraphs_with_a_list_item_per_model():
+    # the book's budget is 200 words a paragraph: the GPU's lead, one item per model, then what replaces it
+    both = pd.concat([errors_frame("LinearNet", [2.0, 2.0, 2.5], [0.5, 1.0, 2.0]),
+                      errors_frame("ConvNet", [1.0, 10.0, 100.0], [2.0, 8.0, 90.0])])  # fmt: skip
+    paragraphs = prose.roofline_error_sentences(both)["roofline_error_note"].split("\n\n")
+    assert paragraphs[0] == "Against one H100 SXM 80 GB, measured by this study:"
+    items = paragraphs[1].split("\n")
+    assert [item[:14] for item in items] == ["- `LinearNet`'", "- `ConvNet`'s "]
+    assert paragraphs[2].startswith("Straight lines fitted through these steps")
+
+
 def test_the_gpu_whose_host_was_measured_says_its_host_bound_check_is_in_sample():
     frame = errors_frame("LinearNet", [2.0, 2.0, 2.1], [2.2, 2.2, 2.3])
     assert "in sample" not in prose.roofline_error_sentences(frame)["roofline_error_note"]  # an H100

@@ -193,16 +193,16 @@ def test_the_chapter_reads_the_check_as_ratios_first():
     # 0.8-1.25. In sample 1.0, 1.1, 1.6, 1.7: |ln| median (0.0953 + 0.470) / 2, a factor of 1.33; B's alone
     # (0.470 + 0.531) / 2, a factor of 1.65, past 1.5: its form cannot fit it
     assert text == (
-        "On the H200 the study measured, at batches of 32 and more, the roofline's central step is a median "
-        "0.23× the measured one, off by a median factor of 4.5 (in sample for its host time per op, which "
-        "comes from these very profiles). The step model, calibrated on the other model, predicts a median "
-        "1.30×, off by a median factor of 1.28, a median error of 30 % (calibrated on both instead: off by "
-        "1.33); 2 of 4 points fall within 0.8–1.25×. Its band, the spread of its "
-        "predictions over the calibration models' host times and device fits (a range, not a confidence "
-        "interval), holds the measured step at 4 of them, at a median width (highest ÷ lowest) of 2.0×. "
-        "Its median error is within 15 % for A. B is off by a factor of "
-        "1.65 even calibrated on both: one efficiency curve per kind of product and one host time per op "
-        "cannot fit it and the others at once."
+        "On the H200, at the batches of 32 and more that the study measured, the roofline's central step is "
+        "a median 0.23× the measured one, off by a median factor of 4.5 (in sample for its host time per op, "
+        "which comes from these very profiles). The step model, calibrated on the other model, predicts a "
+        "median 1.30×, off by a median factor of 1.28, a median error of 30 % (calibrated on both instead: "
+        "off by 1.33); 2 of 4 points fall within 0.8–1.25×. Its median error is within 15 % for `A` and "
+        "above it for `B`.\n\nThe step model's band, the spread of its predictions over the calibration "
+        "models' host times and device fits (a range, not a confidence interval), holds the measured step at "
+        "4 of the 4 points, at a median width (highest ÷ lowest) of 2.0×. `B` is off by a factor of 1.65 "
+        "even calibrated on both: one efficiency curve per kind of product and one host time per op cannot "
+        "fit it and the others at once."
     )
     # convolutions on a curve of their own (17 % of the H200's 67 TFLOP/s: 11.39), with A and B the only
     # models that convolve
@@ -211,13 +211,13 @@ def test_the_chapter_reads_the_check_as_ratios_first():
     assert text.endswith(
         "Convolutions get an efficiency curve of their own (the share of the FP32 peak a kernel reaches, "
         "rising with its FLOPs and levelling off), fitted on the time of the profiled convolution operators "
-        "of A and B: it levels off at 11.4 TFLOP/s (17 % of the peak) for these models' float32 "
+        "of `A` and `B`: it levels off at 11.4 TFLOP/s (17 % of the peak) for these models' float32 "
         "convolutions as cuDNN ran them. With two such models, each one held out takes its convolution "
         "curve from the other alone, which gives no range."
     )  # both bands hold their points (4 of 4): nothing to add
     validation["summary"].loc["B", "inside band"] = 0.0
     text = validate.validation_sentences(validation)["step_model_check"]
-    assert text.endswith("which gives no range; B's band holds the measured step at none of its 2 points.")
+    assert text.endswith("which gives no range; `B`'s band holds the measured step at none of its 2 points.")
     view = validate.summary_view(validation["summary"])
     assert view.loc["B", "out of sample, off by"] == "1.50×" and view.loc["all", "points"] == 4
     assert view.loc["A", "share within 0.8–1.25×"] == "100 %"

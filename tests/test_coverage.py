@@ -118,3 +118,17 @@ def test_a_chapter_whose_records_are_gone_is_refused_naming_each_launch_it_lacks
     said = capsys.readouterr().err
     assert "lacks records the chapters need (nothing started)" in said
     assert '06_scaling: sharding_run {"backend":"gloo","device":"cpu"' in said
+
+
+def test_every_committed_manifest_was_written_with_its_profile_s_current_parameters():
+    # a parameter added to study.yml or a notebook must be written into the committed manifests too, or the
+    # check that a chapter executed from records misses none of them is silently skipped (manifest: None)
+    checked = 0
+    for profile in ("cpu", "gpu"):
+        for folder in sorted((coverage.results_dir() / profile / "manifests").iterdir()):
+            for planned in study.plan(profile):
+                if coverage.manifest_path(profile, folder.name, planned.name).exists():
+                    found = coverage.manifest(planned.name, planned.parameters, profile, folder.name)
+                    assert found is not None, (profile, folder.name, planned.name)
+                    checked += 1
+    assert checked >= 13  # the GPU edition's seven chapters and the CPU edition's six, at least

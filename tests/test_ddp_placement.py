@@ -227,7 +227,8 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
         "boards so joined, as in 4 of the 8 GPUs of an AWS p5en.48xlarge), NCCL's ring all-reduce of "
         "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and "
         "0.021 ms, against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step "
-        "that Gloo took here on one NVIDIA H200. The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. "
+        "that Gloo took here on one NVIDIA H200.\n\n"
+        "The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. "
         "Its 1/β is nccl-tests' bus bandwidth (busbw) for the link, 370 GB/s, an NCCL maintainer's figure "
         "for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about 20 % of protocol overhead, "
         "stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 SXM has the same NVLink 4 "
@@ -401,9 +402,9 @@ def test_on_one_gpu_nccl_s_one_rank_is_compared_with_gloo_s_and_the_rest_said_wh
         "and 1.30 ms, the all-reduces as the hook timed them by 1.71 and 0.537 ms (NCCL's 0.220 and 0.00450 "
         "against Gloo's, which stages every bucket through host memory); the hook's times overlap the rest "
         "of the step, so they need not add up to its difference. `LinearNet`'s NCCL rank was still getting "
-        "faster in the timed steps (3.2's warm-up table), so its median may overstate its settled step. With "
-        "one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so the runs of 4 ranks here "
-        "are Gloo's. On 4 H200 SXM 141 GB GPUs of their own"
+        "faster in the timed steps (3.2's warm-up table), so its median may overstate its settled step.\n\n"
+        "With one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so the runs of 4 ranks "
+        "here are Gloo's. On 4 H200 SXM 141 GB GPUs of their own"
     ), answer
     assert ddp_placement.measured_statement(runs, plan, ["nccl", "gloo"], where) == (
         "**Measured here:** NCCL with CUDA tensors, 1 rank (not 4, since NCCL needs one GPU per rank: 4 "

@@ -56,10 +56,11 @@ def followed(recordings, tmp_path_factory) -> dict[int, list[dict]]:
     return runs
 
 
-def launched_for_bytes(model: str, bucket_cap_mb: float, followed: dict, output: Path) -> list[dict]:
-    """Two ranks' results at ``bucket_cap_mb``: the shared ``FOLLOWED`` run where it has these settings."""
+def launched_for_bytes(model: str, bucket_cap_mb: float, request, output: Path) -> list[dict]:
+    """Two ranks' results at ``bucket_cap_mb``: the shared ``FOLLOWED`` run where it has these settings
+    (only that case asks for it: the others neither wait for it nor fail with it)."""
     if (model, bucket_cap_mb) == (FOLLOWED["model"], FOLLOWED["bucket_cap_mb"]):
-        return followed[2]
+        return request.getfixturevalue("followed")[2]
     config = {**CONFIG, "model": model, "bucket_cap_mb": bucket_cap_mb, "global_batch_size": 8,
               "train_samples": 16}  # fmt: skip
     return launch.launch(config, 2, time_limit_seconds=120, output=output)
@@ -68,8 +69,8 @@ def launched_for_bytes(model: str, bucket_cap_mb: float, followed: dict, output:
 @pytest.mark.parametrize(
     ("model", "bucket_cap_mb"), [("LinearNet", 25), ("LinearNet", 0.25), ("ConvNet", 0.5)]
 )
-def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb, followed):
-    results = launched_for_bytes(model, bucket_cap_mb, followed, tmp_path)
+def test_all_reduced_bytes_per_step_equal_the_gradient_bytes(tmp_path, model, bucket_cap_mb, request):
+    results = launched_for_bytes(model, bucket_cap_mb, request, tmp_path)
     expected = models.parameter_bytes(models.build_model(model))
     for result in results:
         steps = sum(len(row["step_seconds"]) for row in result["history"])

@@ -172,10 +172,14 @@ def finish(store: ResultStore, chapter: str) -> None:
     glue("edition", Markdown(edition_line(store)), display=False)  # {glue:md}: its bold is Markdown
 
 
-def glue_all(texts: dict) -> None:
-    """Glue every ``{name: value}`` for the chapter's prose (``{glue:text}`name```), none of it displayed:
-    the sentences a helper built from the chapter's tables (``costmodel.prose``, for example)."""
+def glue_all(texts: dict, markdown=()) -> None:
+    """Glue every ``{name: value}`` for the chapter's prose, none of it displayed: the sentences a helper
+    built from the chapter's tables (``costmodel.prose``, for example), for ``{glue:text}`name```. The
+    ``markdown`` names are glued as Markdown, for the ``glue:md`` directive: readings of several paragraphs
+    (``stats.PARAGRAPH_BREAK``) or a list, which keep each paragraph within the book's budget."""
     from myst_nb import glue
 
+    if isinstance(markdown, str) or not set(markdown) <= set(texts):
+        raise ValueError(f"markdown must be a set of names of these texts, not {markdown!r}")
     for name, value in texts.items():
-        glue(name, value, display=False)
+        glue(name, Markdown(value) if name in markdown else value, display=False)

@@ -26,7 +26,7 @@ from helpers.ddp_results import (
     warmup_table,
 )
 from helpers.launch import without_advice
-from helpers.stats import listed
+from helpers.stats import PARAGRAPH_BREAK, listed
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def backends_answer(
     speed-up over Gloo per model. Otherwise why they were not compared (the plan's refusal, the backends
     asked for, or one GPU), then, where 3.4 predicts it (``largest_launches``' ``nccl``), NCCL's all-reduce
     of the largest model's gradients on GPUs of their own, its band over chapter 5's bus bandwidths,
-    beside the all-reduce measured here."""
+    beside the all-reduce measured here. Markdown: the comparison and the rest are paragraphs of their own."""
     changes, said = backend_changes(runs["scaling"]), ""
     if changes:
         ranks, compared, verdicts = _backend_verdicts(changes)
@@ -282,7 +282,7 @@ def backends_answer(
             )
         if ranks >= where.ranks:
             return said
-        said += " "
+        said += PARAGRAPH_BREAK  # what was compared, then why no more was: a paragraph each
     said += _why_not_compared(runs, plan, backends, where) + "."
     predicted = [row for row in largest if row["nccl"]]
     if predicted:
@@ -546,8 +546,8 @@ def ranks_reading(rows: list[dict], where: Placement) -> str:
 
 def nccl_reading(rows: list[dict], where: Placement) -> str:
     """NCCL's predicted all-reduce (``nccl_prediction``) beside the one measured here: what it assumes of
-    the GPUs and their link, central figures and their band over the link's bus bandwidths, the formula and
-    its inputs with their sources, compactly; or why there is none."""
+    the GPUs and their link and its central figures; then, a paragraph of its own, the formula and its
+    inputs with their sources and the band over the link's bus bandwidths; or why there is none."""
     predicted = [r for r in rows if r["nccl"]]
     if not predicted:
         if where.gpu_name is None:
@@ -571,12 +571,13 @@ def nccl_reading(rows: list[dict], where: Placement) -> str:
     return (
         f"On {where.ranks} {_gpus_joined(link)} (this assumes {assumed} so joined{as_in}), NCCL's ring "
         f"all-reduce of {sizes} is predicted to take about {times} ms, against "
-        f"{_allreduce_shares(predicted)} that {where.name} took here{how}. The prediction is the α-β ring "
-        f"2(k−1)(α + nβ/k) with k = {where.ranks}. Its 1/β is nccl-tests' bus bandwidth (busbw) for the "
-        f"link, {significant(link['bus_bandwidth'] / 1e9)} GB/s, {link['busbw_source']}. Its α, "
-        f"{significant(link['alpha_seconds'] * 1e6)} µs per ring step, is {link['alpha_source']}. Over "
-        f"chapter 5's busbw range for this link, {significant(link['bus_low'] / 1e9)}–"
-        f"{significant(link['bus_high'] / 1e9)} GB/s, with α fixed, the predictions span {bands} ms."
+        f"{_allreduce_shares(predicted)} that {where.name} took here{how}.{PARAGRAPH_BREAK}"
+        f"The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = {where.ranks}. Its 1/β is nccl-tests' "
+        f"bus bandwidth (busbw) for the link, {significant(link['bus_bandwidth'] / 1e9)} GB/s, "
+        f"{link['busbw_source']}. Its α, {significant(link['alpha_seconds'] * 1e6)} µs per ring step, is "
+        f"{link['alpha_source']}. Over chapter 5's busbw range for this link, "
+        f"{significant(link['bus_low'] / 1e9)}–{significant(link['bus_high'] / 1e9)} GB/s, with α fixed, the "
+        f"predictions span {bands} ms."
     )
 
 

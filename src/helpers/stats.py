@@ -28,6 +28,8 @@ import numpy as np
 MIN_REPEATS = 5  # what the book calls a timing: at least five timed repetitions
 MIN_LAUNCHES = 3  # what a comparison of launches needs before it says anything
 MATTERS = 0.10  # a speed-up within 10 % of 1 is a difference that does not matter here
+# Between the paragraphs of a long generated reading (``chapter.glue_all`` glues such text as Markdown)
+PARAGRAPH_BREAK = "\n\n"
 VERDICTS = ("faster", "slower", "no measurable difference", "not resolved")
 
 

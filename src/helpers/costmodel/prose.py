@@ -31,7 +31,7 @@ from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_MEASURED_GPU, OP_OVERHEAD
 from helpers.costmodel.validation import link_band_percent
 from helpers.ddp import ddp_bucket_bytes, significant
-from helpers.stats import listed, plural
+from helpers.stats import PARAGRAPH_BREAK, listed, plural
 from helpers.train import counted
 
 WHATEVER = " whatever the inputs"
@@ -305,17 +305,17 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
         unchecked = "No GPU has been measured by this study yet: the roofline is unchecked."
         return {"roofline_error_note": unchecked, "roofline_error_short": "unchecked (no GPU measured yet)",
                 "roofline_host_band": host_band()}  # fmt: skip
-    notes, shorts = [], []
+    notes, shorts = [], []  # paragraphs; a GPU's per-model readings are one list, an item per model
     for gpu, measured in errors.groupby("gpu", sort=False):
         notes.append(f"Against one {gpu}, measured by this study:")
-        parts = []
+        parts, items = [], []
         for model, rows in measured.groupby("model", sort=False):
             low, high, count = rows["error_percent"].min(), rows["error_percent"].max(), len(rows)
             inside = int(rows["within_band"].sum())
             batches, steps = rows["batch"], rows["step_seconds"] * 1e3
             ratio = rows["step_seconds"] / rows["roofline_seconds"]
             span = f"{batches.min()} to {batches.max()}"
-            notes.append(
+            items.append(
                 f"`{model}`'s measured step ({steps.min():.3g}–{steps.max():.3g} ms at {count} batches from "
                 f"{span}) is {ratio.min():.2f}× to {ratio.max():.2f}× the roofline's central value, which "
                 f"lies {below_or_above(low, high)} it; the measurement is inside the band at {inside} of "
@@ -326,8 +326,8 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             if flat and high < 0 and sum(host) > count / 2:
                 ops = ops_per_step(model)
                 bound = rows[host]
-                notes.append(
-                    f"That step hardly grows over a {batches.max() / batches.min():.0f}-fold range of "
+                items[-1] += (
+                    f" That step hardly grows over a {batches.max() / batches.min():.0f}-fold range of "
                     "batches, the mark of a step bound by the host issuing ops, and the roofline too calls "
                     f"{sum(host)} of the {count} batches host-bound; but at {OP_OVERHEAD.low * 1e6:.0f}–"
                     f"{OP_OVERHEAD.high * 1e6:.0f} µs per op its band there reaches at most "
@@ -337,6 +337,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
             measured_one = "" if parts else " the measured one"
             parts.append(f"{below_or_above(low, high)}{measured_one} for `{model}` ({inside} of {count} "
                          "batches inside the band)")  # fmt: skip
+        notes.append("\n".join(f"- {item}" for item in items))
         in_sample = gpu == OP_MEASURED_GPU and OP_OVERHEAD.measured
         caveat = (
             ", in sample for the host (its time per op comes from this GPU's profiles)" if in_sample else ""
@@ -356,7 +357,7 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
     if (errors["error_percent"] < 0).all():
         notes.append("Every other GPU below is still priced by the roofline, which fell short of every step "
                      "measured here.")  # fmt: skip
-    return {"roofline_error_note": " ".join(notes), "roofline_error_short": "; ".join(shorts),
+    return {"roofline_error_note": PARAGRAPH_BREAK.join(notes), "roofline_error_short": "; ".join(shorts),
             "roofline_host_band": host_band()}  # fmt: skip
 
 
