@@ -29,7 +29,7 @@ def test_the_estimate_is_the_arithmetic_it_says():
 
 def test_notebook_defaults_are_what_the_parameters_cell_assigns():
     defaults = notebook_parameters.notebook_defaults(study.notebooks_dir() / "04_collectives.ipynb")
-    assert defaults["message_bytes"] == [2**p for p in range(10, 25, 2)]  # a comprehension, evaluated
+    assert defaults["message_bytes"] == [2**p for p in range(10, 23, 2)]  # a comprehension, evaluated
     assert set(defaults) == notebook_parameters.declared_parameters(
         study.notebooks_dir() / "04_collectives.ipynb"
     )
