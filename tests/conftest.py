@@ -1,6 +1,7 @@
 """Shared fixtures: the real FSDD recordings, synthetic clips of their shape, and throwaway folders for caches
 and results."""
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -103,6 +104,17 @@ def no_leftovers(monkeypatch):
     assert not worker_processes(tag), "a launch left processes behind"
 
 
+@contextlib.contextmanager
+def shared_launches(what: str):
+    """For a fixture that launches once for many tests: its launches run under a tag of their own (the
+    environment restored after) and must leave no process behind (``no_leftovers`` does this per test)."""
+    tag = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TEST_TAG, tag)
+        yield
+    assert not worker_processes(tag), f"{what} left processes behind"
+
+
 @pytest.fixture(scope="session")
 def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
     """One launch of two torchrun "nodes" of one CPU rank each on this machine (its folder and results),
@@ -114,11 +126,8 @@ def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
         global_batch_size=4, epochs=1, optimizer="sgd", lr=0.1, bucket_cap_mb=25, timeout_seconds=60,
     )  # fmt: skip
     output = tmp_path_factory.mktemp("two-nodes")
-    tag = uuid.uuid4().hex
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(TEST_TAG, tag)
+    with shared_launches("the two-node launch"):
         results = launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=output)
-    assert not worker_processes(tag), "the two-node launch left processes behind"
     return output, results
 
 

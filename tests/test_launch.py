@@ -7,13 +7,12 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
-from conftest import TEST_TAG, worker_processes
+from conftest import TEST_TAG, shared_launches, worker_processes
 
 from helpers import ddp, hardware, launch, lightning_ddp, models, worker
 
@@ -47,12 +46,9 @@ FOLLOWED = {**CONFIG, "optimizer": "sgd", "lr": 0.05, "epochs": 2}
 def followed(recordings, tmp_path_factory) -> dict[int, list[dict]]:
     """``FOLLOWED`` launched on one rank and on two, once for the module: {ranks: results}. Like every
     launch here it must leave no process behind."""
-    tag = uuid.uuid4().hex
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(TEST_TAG, tag)
+    with shared_launches("a launch"):
         runs = {k: launch.launch(FOLLOWED, k, time_limit_seconds=120, output=tmp_path_factory.mktemp(f"f{k}"))
                 for k in (1, 2)}  # fmt: skip
-    assert not worker_processes(tag), "a launch left processes behind"
     return runs
 
 

@@ -1,12 +1,10 @@
 """helpers.sharding.tasks: real Gloo launches of every strategy — what each rank holds equals the
 arithmetic, the collectives counted equal the expected ones, and the losses equal DDP's."""
 
-import uuid
-
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import TEST_TAG, worker_processes
+from conftest import shared_launches
 
 from helpers.sharding import runs, tasks
 
@@ -20,12 +18,9 @@ MODELS = ("LinearNet", "ConvNet")
 def series(recordings) -> list[dict]:
     """Every strategy of both models, in one launch of two Gloo ranks (``runs.run_sharding_series``): a
     check of bytes and losses needs no independent launches. It must leave no process behind."""
-    tag = uuid.uuid4().hex
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(TEST_TAG, tag)
+    with shared_launches("the launch"):
         runs_ = [{"model": model, "strategy": strategy} for model in MODELS for strategy in tasks.STRATEGIES]
         records = runs.run_sharding_series(2, runs_, time_limit_seconds=300, **SETTINGS)
-    assert not worker_processes(tag), "the launch left processes behind"
     return records
 
 
