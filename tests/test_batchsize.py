@@ -3,6 +3,7 @@ scale (against a plain autograd loop), and steps to a target on real clips."""
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -60,8 +61,13 @@ def test_views_read_with_units_and_say_what_is_not_resolved():
     fits = batchsize.fits_view({"fixed": {"s_min": 50.0, "b_crit": 12.4, "e_min": 620.0}}, [8, 256])
     assert fits.loc["fixed"].tolist() == ["50", "12", "620", "inside the measured range (8–256)"]
     points = pd.DataFrame({"step": [0, 100], "loss": [2.3, 2.2], "trace_sigma": [3.0, 3.0],
-                           "gradient_norm2": [0.1, 0.001], "b_simple": [30.0, 3000.0]})  # fmt: skip
-    assert batchsize.noise_view(points, 256)["B_simple (samples)"].tolist() == ["30", "> 256"]
+                           "gradient_norm2": [0.1, 0.001], "b_simple": [30.0, 3000.0], "samples": 256,
+                           "b_low": math.nan, "b_high": math.nan, "groups": None})  # fmt: skip
+    view = batchsize.noise_view(points)
+    assert view["B_simple (samples)"].tolist() == ["30", "> 256"] and len(view.columns) == 4  # no interval
+    grouped = points.assign(samples=2700, b_low=[20.0, 1800.0], b_high=[41.0, math.inf], groups=50)
+    assert batchsize.noise_view(grouped)["5–95 % interval (samples)"].tolist() == ["20–41", "1,800–∞"]
+    assert batchsize.noise_view(grouped)["B_simple (samples)"].tolist() == ["30", "> 2,700"]
 
 
 def test_the_base_batch_trains_once_for_every_rule(tmp_path, monkeypatch):
@@ -135,6 +141,68 @@ def test_noise_scale_is_trace_of_covariance_over_squared_mean_norm():
     assert result["b_simple"] == pytest.approx(trace / signal, rel=1e-6)
 
 
+def test_groups_keep_the_estimate_and_the_gram_matrix_of_their_sums():
+    """Dealt into groups, the same clips give the same estimate (to float32 rounding), and the stored
+    counts, squares and Gram matrix are those of each group's own gradients, computed one backward at a
+    time; the groups are a seeded random partition of every clip."""
+    model, data = tiny_problem()
+    plain = batchsize.gradient_noise_scale(model, data, chunk=4)
+    grouped = batchsize.gradient_noise_scale(model, data, chunk=2, groups=3, seed=5)
+    for key in ("trace_sigma", "gradient_norm2", "b_simple"):
+        assert grouped[key] == pytest.approx(plain[key], rel=1e-6)  # float32 gradients, other blocks
+    order = torch.randperm(9, generator=torch.Generator().manual_seed(5))
+    g = loop_gradients(model, data).double()
+    sums = torch.stack([g[part].sum(0) for part in torch.tensor_split(order, 3)])  # float64, plain
+    stats = grouped["groups"]
+    assert stats["samples"] == [3, 3, 3]
+    parts = torch.tensor_split(order, 3)
+    assert stats["squares"] == pytest.approx([float((g[part] ** 2).sum()) for part in parts], rel=1e-6)
+    torch.testing.assert_close(
+        torch.tensor(stats["gram"], dtype=torch.float64), sums @ sums.T, rtol=1e-5, atol=1e-9
+    )
+    # the bootstrap's draw that takes every group once is the estimate itself
+    counts, squares, gram = (np.asarray(stats[k]) for k in ("samples", "squares", "gram"))
+    trace, signal = batchsize.noise_terms(counts.sum(), squares.sum(), gram.sum() / counts.sum() ** 2)
+    assert trace / signal == pytest.approx(plain["b_simple"], rel=1e-6)
+    with pytest.raises(ValueError, match="groups must be between 2 and the 9 samples, not 10"):
+        batchsize.gradient_noise_scale(model, data, groups=10)
+
+
+def test_the_noise_interval_resamples_the_groups_its_estimate_comes_from():
+    # every group alike: whatever the draw, the same sums, so the interval is the estimate exactly.
+    # 4 groups of 5 clips, squares 10 and Gram 4 throughout: n = 20, Σq = 40, |ΣS|² = 16 · 4 = 64, so
+    # |mean|² = 64/400 = 0.16, tr(Σ) = (40 − 20 · 0.16)/19 = 36.8/19 and |G|² = 0.16 − tr(Σ)/20
+    alike = {"groups": {"samples": [5] * 4, "squares": [10.0] * 4, "gram": [[4.0] * 4] * 4}}
+    trace = 36.8 / 19
+    estimate = trace / (0.16 - trace / 20)
+    assert batchsize.noise_interval(alike) == pytest.approx((estimate, estimate), rel=1e-12)
+    assert all(math.isnan(end) for end in batchsize.noise_interval({"b_simple": 3.0}))  # no groups
+    # groups whose sums point different ways: some draws leave no mean gradient above the noise
+    rng = np.random.default_rng(1)
+    sums = rng.normal(size=(20, 50)) + 0.05
+    apart = {"groups": {"samples": [5] * 20, "squares": [float(s @ s) * 2 for s in sums],
+                        "gram": (sums @ sums.T).tolist()}}  # fmt: skip
+    low, high = batchsize.noise_interval(apart)
+    assert math.isfinite(low) and high == math.inf
+    points = batchsize.noise_points({"result": {"points": [{"step": 0, "loss": 2.3, "samples": 20,
+                                                            "b_simple": estimate, **alike}]}})  # fmt: skip
+    assert points.loc[0, ["b_low", "b_high", "groups"]].tolist() == pytest.approx([estimate, estimate, 4])
+    assert "groups" in points.columns and "gram" not in points.columns
+
+
+def test_a_noise_scale_without_groups_keeps_the_key_of_the_records_measured_before_intervals(tmp_path):
+    from helpers.results import ResultStore
+
+    store = ResultStore("noise", root=tmp_path, hardware={"cpu": "test"}, code="v")
+    configs = []
+    store.measure = lambda config, function: configs.append(config)
+    common = {"batch": 32, "lr": 5e-4, "checkpoints": [0, 200], "samples": 256, "optimizer": "adam"}
+    batchsize.stored_noise_scale(store, "LinearNet", None, groups=None, **common)
+    batchsize.stored_noise_scale(store, "LinearNet", None, groups=50, **common)
+    assert "groups" not in configs[0] and configs[1]["groups"] == 50
+    assert {k: v for k, v in configs[1].items() if k != "groups"} == configs[0]
+
+
 def test_steps_to_target_on_real_clips(fsdd):
     from helpers.data import take
 
@@ -184,20 +252,41 @@ def test_the_batch_answer_places_each_knee():
 
 
 def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
-    points = pd.DataFrame({"step": [0, 100, 200], "loss": [2.30, 2.25, 2.19],
-                           "b_simple": [40.0, 20.0, 400.0]})  # fmt: skip
+    points = pd.DataFrame({"step": [0, 100, 200], "loss": [2.30, 2.25, 2.19], "samples": 256,
+                           "b_simple": [40.0, 20.0, 400.0], "b_low": math.nan,
+                           "b_high": math.nan})  # fmt: skip
     fits = {"fixed": {"b_crit": 60.0}, "linear": {"b_crit": 600.0}}
     # step 200 is closest to 2.2, but 256 clips do not resolve 400: a lower bound, 256/60 = 4.3 × the knee
-    assert batchsize.noise_sentence(points, 2.2, 256, fits) == (
+    assert batchsize.noise_sentence(points, 2.2, fits) == (
         "The checkpoint closest to the target, at step 200 (loss 2.19), is not resolved: its noise scale "
         "is above n = 256 clips, a lower bound already 4 times larger than the fixed-rate knee and within "
         "a factor of 3 of the linear-rate knee. The resolved checkpoint closest to it, at step 100 (loss "
         "2.25), gives B_simple ≈ 20."
     )
-    assert int(batchsize.closest_checkpoint(points, 2.2, 256)["step"]) == 100
-    assert batchsize.closest_checkpoint(points, 2.2, 16) is None
+    assert int(batchsize.closest_checkpoint(points, 2.2, resolved_only=True)["step"]) == 100
+    assert batchsize.closest_checkpoint(points.assign(samples=16), 2.2, resolved_only=True) is None
     # 1,000 clips resolve 400: 2.5 times the estimate
-    assert batchsize.noise_sentence(points, 2.2, 1000, {"fixed": {"b_crit": 60.0}}) == (
-        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400; n = 1000 clips "
+    assert batchsize.noise_sentence(points.assign(samples=1000), 2.2, {"fixed": {"b_crit": 60.0}}) == (
+        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400; n = 1,000 clips "
         "is 2.5 times that, so a rough estimate: 7 times larger than the fixed-rate knee."
+    )
+    measured = points.assign(samples=2700, b_low=[30.0, 15.0, 310.0], b_high=[50.0, 26.0, 530.0])
+    assert batchsize.noise_sentence(measured, 2.2, {"fixed": {"b_crit": 60.0}}).startswith(
+        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400 (5–95 % bootstrap "
+        "interval 310–530); n = 2,700 clips is 6.8 times that"
+    )
+
+
+def test_the_probe_and_the_interval_are_described_as_measured():
+    points = pd.DataFrame({"samples": [2700, 2700], "groups": [50, 50]})
+    assert batchsize.probe_words(points, 2700) == "all 2,700 training clips (n = 2,700)"
+    assert batchsize.probe_words(points.assign(samples=256), 2700) == (
+        "256 of the 2,700 training clips, drawn at random (n = 256)"
+    )
+    assert "dealt at random into 50 groups (54 clips each), and 2,000 draws" in batchsize.interval_note(
+        points
+    )
+    assert "(5 or 6 clips each)" in batchsize.interval_note(points.assign(samples=16, groups=3))
+    assert batchsize.interval_note(points.assign(groups=None)).startswith(
+        "This run measured no interval"
     )

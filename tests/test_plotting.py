@@ -253,9 +253,10 @@ def test_collective_figures_name_the_hardware():
 
 
 def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
-    points = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [2.4, 2.2, 2.0, 1.9],
-                           "b_simple": [57.6, float("inf"), 106.3, 300.0]})  # fmt: skip
-    figure = plotting.plot_noise_scale(points, "noise", "this machine", samples=256)
+    points = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [2.4, 2.2, 2.0, 1.9], "samples": 256,
+                           "b_simple": [57.6, float("inf"), 106.3, 300.0], "b_low": math.nan,
+                           "b_high": math.nan})  # fmt: skip
+    figure = plotting.plot_noise_scale(points, "noise", "this machine")
     noise_axis = figure.axes[0]
     # n = 256 clips resolve 57.6 and 106.3; the infinite and the 300 are lower bounds on the dashed n line
     assert [line.get_ydata()[0] for line in noise_axis.lines if line.get_linestyle() == "--"] == [256]
@@ -267,6 +268,19 @@ def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
     assert values[0] == 57.6 and values[2] == 106.3 and math.isnan(values[1]) and math.isnan(values[3])
     assert "this machine" in figure._suptitle.get_text()
     assert figure.get_size_inches()[0] <= 7.5  # the book's column
+    assert not [c for c in noise_axis.collections if c.get_label().startswith("5–95")]  # none measured
+
+
+def test_a_noise_interval_is_a_bar_to_the_panel_top_where_it_is_unbounded():
+    points = pd.DataFrame({"step": [0, 200], "loss": [2.4, 2.2], "samples": 2700, "b_simple": [60.0, 500.0],
+                           "b_low": [50.0, 300.0], "b_high": [75.0, float("inf")]})  # fmt: skip
+    noise_axis = plotting.plot_noise_scale(points, "noise", "this machine").axes[0]
+    bars = next(c for c in noise_axis.collections if c.get_label() == "5–95 % bootstrap interval")
+    top = noise_axis.get_ylim()[1]
+    assert [segment.tolist() for segment in bars.get_segments()] == [
+        [[0, 50], [0, 75]],
+        [[200, 300], [200, top]],
+    ]
 
 
 def test_chapter_six_figures_fit_the_column_and_say_what_they_show():

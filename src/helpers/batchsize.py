@@ -31,6 +31,8 @@ from helpers.data import load_fsdd, take
 from helpers.models import build_model
 from helpers.train import check_positive, counted, epoch_batches, evaluate, make_optimizer
 
+RESAMPLES = 2000  # bootstrap draws of a noise-scale interval
+
 
 def learning_rate(base_lr: float, base_batch: int, batch: int, rule: str) -> float:
     """The peak learning rate at ``batch``: ``base_lr`` ("fixed") or scaled with the batch ("linear")."""
@@ -159,33 +161,132 @@ def per_sample_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.
     return torch.cat([gradients[name].reshape(len(inputs), -1) for name in parameters], dim=1)
 
 
-def gradient_noise_scale(model: nn.Module, dataset: TensorDataset, chunk: int = 16) -> dict:
+def gradient_noise_scale(
+    model: nn.Module, dataset: TensorDataset, chunk: int = 16, groups: int | None = None, seed: int = 0
+) -> dict:
     """B_simple = tr(Σ) / |G|² over every sample of ``dataset``, from per-sample gradients in chunks.
 
     tr(Σ) is the unbiased variance of the per-sample gradients summed over parameters; |G|² the squared
     norm of their mean, less tr(Σ)/n (its bias from a finite sample). The gradients are float64 sums of
     float32 per-sample gradients.
+
+    With ``groups``, the samples are dealt at random (``seed``) into that many groups of nearly equal
+    size, and the result also keeps what a bootstrap over them needs (``noise_interval``): each group's
+    count of samples, its sum of squared gradient norms, and the Gram matrix of the groups' gradient sums
+    (float64 products of sums stored in float32, so memory is ``groups`` gradients, not one per sample).
     """
     inputs, targets = dataset.tensors
     n = len(targets)
     if n < 2:
         raise ValueError("the noise scale needs at least two samples")
-    total, squares = None, 0.0
-    for start in range(0, n, chunk):
-        block = per_sample_gradients(model, inputs[start : start + chunk], targets[start : start + chunk])
-        block = block.double()
-        total = block.sum(0) if total is None else total + block.sum(0)
-        squares += float((block**2).sum())
+    if groups is not None and not 2 <= groups <= n:
+        raise ValueError(f"groups must be between 2 and the {n} samples, not {groups!r}")
+    order = (
+        torch.arange(n)
+        if groups is None
+        else torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    )
+    members = [order] if groups is None else list(torch.tensor_split(order, groups))
+    total, squares, group_sums, group_squares = None, 0.0, None, []
+    for number, member in enumerate(members):
+        group_total, group_square = None, 0.0
+        for start in range(0, len(member), chunk):
+            index = member[start : start + chunk]
+            block = per_sample_gradients(model, inputs[index], targets[index]).double()
+            group_total = block.sum(0) if group_total is None else group_total + block.sum(0)
+            group_square += float((block**2).sum())
+        total = group_total if total is None else total + group_total
+        squares += group_square
+        if groups is not None:
+            if group_sums is None:
+                group_sums = torch.empty(groups, len(group_total))
+            group_sums[number] = group_total  # stored in float32
+            group_squares.append(group_square)
     mean = total / n
-    mean_norm = float(mean @ mean)
-    trace = (squares - n * mean_norm) / (n - 1)
-    signal = mean_norm - trace / n
-    return {
+    trace, signal = noise_terms(n, squares, float(mean @ mean))
+    result = {
         "samples": n,
         "trace_sigma": trace,
         "gradient_norm2": signal,
         "b_simple": trace / signal if signal > 0 else math.inf,
     }
+    if groups is not None:
+        gram = torch.zeros(groups, groups, dtype=torch.float64)
+        for start in range(
+            0, group_sums.shape[1], 2**20
+        ):  # float64 products, a slice of parameters at a time
+            part = group_sums[:, start : start + 2**20].double()
+            gram += part @ part.T
+        result["groups"] = {"samples": [len(m) for m in members], "squares": group_squares,
+                            "gram": gram.tolist()}  # fmt: skip
+    return result
+
+
+def noise_terms(samples, squares, mean_norm2):
+    """tr(Σ) and |G|² (``gradient_noise_scale``) from ``samples`` gradients' sum of squared norms and
+    their mean's squared norm: floats, or numpy arrays of them (one per bootstrap draw)."""
+    trace = (squares - samples * mean_norm2) / (samples - 1)
+    return trace, mean_norm2 - trace / samples
+
+
+def noise_interval(point: dict, resamples: int = RESAMPLES, level: float = 0.90, seed: int = 0) -> tuple:
+    """The ``level`` bootstrap interval (percentile method, seeded) of one checkpoint's B_simple, over its
+    groups of random clips (``gradient_noise_scale(groups=...)``), from the same sums as its estimate: each
+    draw takes the groups with replacement and recomputes tr(Σ) and |G|² from their counts, squares and
+    Gram matrix. The upper end is infinite when more than the upper tail of draws leave no mean gradient
+    above the noise (|G|² ≤ 0): the data then bound B_simple from below only. (nan, nan) without groups."""
+    if "groups" not in point:
+        return math.nan, math.nan
+    counts = np.asarray(point["groups"]["samples"], dtype=float)
+    squares = np.asarray(point["groups"]["squares"], dtype=float)
+    gram = np.asarray(point["groups"]["gram"], dtype=float)
+    groups = len(counts)
+    weights = np.random.default_rng(seed).multinomial(groups, np.full(groups, 1 / groups), size=resamples)
+    samples = weights @ counts
+    mean_norm2 = np.einsum("rk,kl,rl->r", weights, gram, weights) / samples**2
+    trace, signal = noise_terms(samples, weights @ squares, mean_norm2)
+    draws = np.where(signal > 0, trace / np.where(signal > 0, signal, 1.0), np.inf)
+    tail = (1 - level) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf")  # draws, inf included
+    return float(low), float(high)
+
+
+def noise_points(record: dict, resamples: int = RESAMPLES) -> pd.DataFrame:
+    """A noise-scale record's checkpoints as a table, one row per checkpoint, with its bootstrap interval
+    (``noise_interval``: ``b_low``, ``b_high``; NaN for a record measured without groups)."""
+    rows = []
+    for point in record["result"]["points"]:
+        low, high = noise_interval(point, resamples)
+        groups = len(point["groups"]["samples"]) if "groups" in point else None
+        kept = {key: value for key, value in point.items() if key != "groups"}
+        rows.append(kept | {"b_low": low, "b_high": high, "groups": groups})
+    return pd.DataFrame(rows)
+
+
+def probe_words(points: pd.DataFrame, clips: int) -> str:
+    """Which clips' per-sample gradients a noise-scale record used, out of the ``clips`` it trained on."""
+    samples = int(points["samples"].iloc[0])
+    if samples == clips:
+        return f"all {clips:,} training clips (n = {clips:,})"
+    return f"{samples:,} of the {clips:,} training clips, drawn at random (n = {samples:,})"
+
+
+def interval_note(points: pd.DataFrame, resamples: int = RESAMPLES) -> str:
+    """How the noise-scale intervals were drawn, or that the record has none, for the chapter's prose."""
+    if points["groups"].isna().all():
+        return ("This run measured no interval (it kept no per-group sums; the noise_groups parameter "
+                "measures one), so each estimate stands without its spread.")  # fmt: skip
+    groups, samples = int(points["groups"].iloc[0]), int(points["samples"].iloc[0])
+    low, high = samples // groups, -(-samples // groups)
+    size = f"{low:,} clips each" if low == high else f"{low:,} or {high:,} clips each"
+    return (
+        f"The interval is a bootstrap over the clips: they are dealt at random into {groups} groups "
+        f"({size}), and {resamples:,} draws of {groups} groups with replacement recompute tr(Σ) and |G|² "
+        "from the groups' sums, the sums the estimate itself comes from. The table gives the 5th to 95th "
+        "percentile of the draws, with ∞ where more than 5 % of them leave no mean gradient above the "
+        "noise. Groups rather than single clips are resampled so that memory holds one gradient per "
+        "group, not one per clip; the groups are random, so they vary as the clips do."
+    )
 
 
 def noise_scale_during_training(
@@ -195,14 +296,15 @@ def noise_scale_during_training(
     batch: int,
     lr: float,
     checkpoints,
-    samples: int,
+    samples: int | None,
+    groups: int | None = None,
     seed: int = 0,
     optimizer: str = "adam",
 ) -> dict:
     """The gradient noise scale at each of ``checkpoints`` (steps; 0 is the initial model) of a training
     run, measured on a seeded random ``samples`` of the clips (``data.take``: the clips are sorted by
-    digit, so the first ones would be one or two digits and their gradients alike), with the training
-    loss there."""
+    digit, so the first ones would be one or two digits and their gradients alike; None: every clip), in
+    ``groups`` for a bootstrap interval when given, with the training loss there."""
     probe = take(train_set, samples, seed)
     torch.manual_seed(seed)
     model = build_model(model_name)
@@ -210,6 +312,7 @@ def noise_scale_during_training(
     inputs, targets = train_set.tensors
     wanted, points = set(checkpoints), []
     chosen = epoch_batches(len(targets), batch, seed, max(max(wanted), 1))
+    progress = tqdm(total=len(wanted), desc="noise scale", unit="checkpoint")  # the gradients take the time
     for step in range(max(wanted) + 1):
         if step:
             index = chosen[step - 1]
@@ -218,12 +321,19 @@ def noise_scale_during_training(
             updater.step()
         if step in wanted:
             loss, _ = evaluate(model, train_set)
-            points.append({"step": step, "loss": loss, **gradient_noise_scale(model, probe)})
+            points.append({"step": step, "loss": loss,
+                           **gradient_noise_scale(model, probe, groups=groups, seed=seed)})  # fmt: skip
+            progress.update()
+    progress.close()
     return {"points": points}
 
 
 def stored_noise_scale(store, model_name: str, train_samples: int, **settings) -> dict:
-    """``noise_scale_during_training`` through the results store."""
+    """``noise_scale_during_training`` through the results store. Without ``groups`` (None) the config
+    leaves the key out: that is the measurement of the records written before intervals existed, and
+    their keys still match it."""
+    if settings.get("groups", 0) is None:
+        del settings["groups"]
     config = {"kind": "noise_scale", "model": model_name, "train_samples": train_samples,
               "threads": torch.get_num_threads(), **settings}  # fmt: skip
 
@@ -285,10 +395,16 @@ def fit_position(b_crit: float, batches) -> str:
     return f"inside the measured range ({low}–{high})"
 
 
-def unresolved_checkpoints(points: pd.DataFrame, samples: int) -> str:
-    """How many checkpoints' noise scale is only a lower bound (at or above the ``samples`` clips that
-    resolve it), as the prose counts them: "1 such checkpoint", "no such checkpoint"."""
-    unresolved = int((points["b_simple"] >= samples).sum())
+def resolved(points: pd.DataFrame) -> pd.Series:
+    """Whether each checkpoint's noise scale is a value: below the n clips (``samples``) that resolve it.
+    One at or above n (or infinite) is a lower bound only."""
+    return points["b_simple"] < points["samples"]
+
+
+def unresolved_checkpoints(points: pd.DataFrame) -> str:
+    """How many checkpoints' noise scale is only a lower bound (``resolved``), as the prose counts them:
+    "1 such checkpoint", "no such checkpoint"."""
+    unresolved = int((~resolved(points)).sum())
     return "no such checkpoint" if unresolved == 0 else counted(unresolved, "such checkpoint")
 
 
@@ -346,18 +462,27 @@ def fits_view(fits: dict[str, dict], batches) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("learning rate") if rows else pd.DataFrame()
 
 
-def noise_view(points: pd.DataFrame, samples: int) -> pd.DataFrame:
-    """The noise-scale checkpoints as the chapter shows them; a B_simple the ``samples`` clips do not
-    resolve (at least ``samples``, or infinite) reads "> n", a lower bound, not a value."""
-    resolved = points["b_simple"] < samples
-    return pd.DataFrame(
+def noise_view(points: pd.DataFrame) -> pd.DataFrame:
+    """The noise-scale checkpoints (``noise_points``) as the chapter shows them; a B_simple its n clips do
+    not resolve (``resolved``) reads "> n", a lower bound, not a value. Points measured in groups get
+    their bootstrap interval (``noise_interval``), "∞" where the draws bound it from below only."""
+    estimates = zip(points["b_simple"], points["samples"], resolved(points), strict=True)
+    view = pd.DataFrame(
         {
             "step": points["step"], "training loss": points["loss"].round(3),
             "tr(Σ)": points["trace_sigma"].round(3), "|G|²": points["gradient_norm2"].round(4),
-            "B_simple (samples)": [f"{b:,.0f}" if ok else f"> {samples}"
-                                   for b, ok in zip(points["b_simple"], resolved, strict=True)],
+            "B_simple (samples)": [f"{b:,.0f}" if ok else f"> {n:,}" for b, n, ok in estimates],
         }
     ).set_index("step")  # fmt: skip
+    if points["b_low"].notna().any():
+        bounds = zip(points["b_low"], points["b_high"], strict=True)
+        view["5–95 % interval (samples)"] = [interval_words(low, high) for low, high in bounds]
+    return view
+
+
+def interval_words(low: float, high: float) -> str:
+    """A B_simple interval as the table and prose write it: "420–720", "420–∞" (bounded below only)."""
+    return f"{low:,.0f}–{high:,.0f}" if math.isfinite(high) else f"{low:,.0f}–∞"
 
 
 def _where(b_crit: float, batches) -> str:
@@ -389,20 +514,21 @@ def batch_answer(fits: dict[str, dict], batches, rules=("fixed", "linear"), tabl
     return f"Fitted to the steps to the target, {knees}."
 
 
-def closest_checkpoint(points: pd.DataFrame, target_loss: float, samples: int | None = None):
-    """The checkpoint whose loss is closest to ``target_loss``, among those whose noise scale ``samples``
-    clips resolve (below ``samples``) when ``samples`` is given; None when there is none."""
-    chosen = points if samples is None else points[points["b_simple"] < samples]
+def closest_checkpoint(points: pd.DataFrame, target_loss: float, resolved_only: bool = False):
+    """The checkpoint whose loss is closest to ``target_loss``, among those whose noise scale is resolved
+    (``resolved``) when ``resolved_only``; None when there is none."""
+    chosen = points[resolved(points)] if resolved_only else points
     if chosen.empty:
         return None
     return chosen.loc[(chosen["loss"] - target_loss).abs().idxmin()]
 
 
-def noise_sentence(points: pd.DataFrame, target_loss: float, samples: int, fits: dict[str, dict]) -> str:
+def noise_sentence(points: pd.DataFrame, target_loss: float, fits: dict[str, dict]) -> str:
     """The noise scale at the checkpoint closest to the target against the fitted knees, as sentences: a
-    value where ``samples`` clips resolve it, else the lower bound ``samples`` (and the resolved
-    checkpoint closest to the target, if any)."""
+    value, with its bootstrap interval where one was measured, where its n clips resolve it, else the
+    lower bound n (and the resolved checkpoint closest to the target, if any)."""
     near = closest_checkpoint(points, target_loss)
+    samples = int(near["samples"])
     where = f"at step {int(near['step'])} (loss {float(near['loss']):.2f})"
 
     def against(value: float) -> str:
@@ -414,20 +540,23 @@ def noise_sentence(points: pd.DataFrame, target_loss: float, samples: int, fits:
 
     if float(near["b_simple"]) < samples:
         b_simple = float(near["b_simple"])
+        interval = ""
+        if not math.isnan(near["b_low"]):
+            interval = f" (5–95 % bootstrap interval {interval_words(near['b_low'], near['b_high'])})"
         sentence = (
-            f"At the checkpoint closest to the target, {where}, B_simple ≈ {b_simple:,.0f}; n = {samples} "
-            f"clips is {samples / b_simple:.1f} times that, so a rough estimate"
+            f"At the checkpoint closest to the target, {where}, B_simple ≈ {b_simple:,.0f}{interval}; "
+            f"n = {samples:,} clips is {samples / b_simple:.1f} times that, so a rough estimate"
         )
         return sentence + (f": {against(b_simple)}." if fits else ".")
     sentence = (
         f"The checkpoint closest to the target, {where}, is not resolved: its noise scale is above "
-        f"n = {samples} clips"
+        f"n = {samples:,} clips"
     )
     sentence += f", a lower bound already {against(samples)}." if fits else "."
-    resolved = closest_checkpoint(points, target_loss, samples)
-    if resolved is not None:
+    nearest = closest_checkpoint(points, target_loss, resolved_only=True)
+    if nearest is not None:
         sentence += (
-            f" The resolved checkpoint closest to it, at step {int(resolved['step'])} (loss "
-            f"{float(resolved['loss']):.2f}), gives B_simple ≈ {float(resolved['b_simple']):,.0f}."
+            f" The resolved checkpoint closest to it, at step {int(nearest['step'])} (loss "
+            f"{float(nearest['loss']):.2f}), gives B_simple ≈ {float(nearest['b_simple']):,.0f}."
         )
     return sentence

@@ -75,6 +75,7 @@ RULES: list[tuple[str, Callable, str]] = [
     (".*seeds", _list_of(lambda v: isinstance(v, int) and v >= 0), "a list of integers ≥ 0"),
     (".*_gib", _list_of(lambda v: _number(v) and v > 0), "a list of positive sizes in GiB"),
     (".*_samples", lambda v: v is None or _positive_int(v), "None (every clip) or a positive integer"),
+    (".*_groups", lambda v: v is None or (_positive_int(v) and v >= 2), "None (no interval) or an int ≥ 2"),
     (".*stages", _list_of(lambda v: v in STAGES), f"a list of ZeRO stages {STAGES}"),
     (".*checkpoints", _list_of(lambda v: isinstance(v, int) and v >= 0), "a list of steps ≥ 0"),
     (".*rules", _list_of(lambda v: v in ("fixed", "linear")), "a list of 'fixed' and 'linear'"),

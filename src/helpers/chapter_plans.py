@@ -363,7 +363,8 @@ def chapter_six(p: dict, machine: Machine) -> list[Item]:
         runs = seeds if batch == smallest else seeds * rules
         items.append(Item(chapter, f"steps to loss {p['target_loss']}, batch {batch}, {runs} runs",
                           p["critical_model"], batch, p["max_steps"], "cpu", repeats=runs))  # fmt: skip
-    steps = max(p["noise_checkpoints"]) + p["noise_samples"] * len(p["noise_checkpoints"])
+    probed = p["noise_samples"] or _samples(p["critical_train_samples"])  # per checkpoint
+    steps = max(p["noise_checkpoints"]) + probed * len(p["noise_checkpoints"])
     items.append(Item(chapter, "noise scale", p["critical_model"], p["noise_batch"], steps, "cpu"))
     where = placement(p["backends"], device, p["sharding_world_size"], p["gpus"], machine)
     ranks = p["sharding_world_size"]

@@ -12,6 +12,7 @@ from matplotlib.container import BarContainer
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
+from helpers import batchsize
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 
 PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
@@ -537,30 +538,39 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
     return titled(figure, what, hardware)
 
 
-def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str, samples: int) -> plt.Figure:
-    """The gradient noise scale B_simple and the training loss against the training step.
+def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
+    """The gradient noise scale B_simple and the training loss against the training step
+    (``batchsize.noise_points``).
 
-    ``samples`` clips resolve a noise scale below ``samples`` only: a dashed line marks that limit. A
-    resolved estimate is a point, joined to a resolved neighbour; an unresolved one (at least ``samples``,
-    or infinite: the mean gradient lost in the noise) is a lower-bound marker (▲) on the limit, joined to
+    Its n clips resolve a noise scale below n only: a dashed line marks that limit. A resolved estimate is
+    a point, joined to a resolved neighbour, with its bootstrap interval as a bar where one was measured
+    (to the top of the panel where the draws bound it from below only); an unresolved one (at least n, or
+    infinite: the mean gradient lost in the noise) is a lower-bound marker (▲) on the limit, joined to
     nothing, since its value is not known.
     """
     figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(7.5, 3.4))
-    resolved = points["b_simple"].map(math.isfinite) & (points["b_simple"] < samples)
+    samples = int(points["samples"].max())
+    ok = batchsize.resolved(points)
     # NaN breaks the line: resolved points are joined only to resolved neighbours
-    noise_axis.plot(points["step"], points["b_simple"].where(resolved), marker="o", color="C0",
+    noise_axis.plot(points["step"], points["b_simple"].where(ok), marker="o", color="C0",
                     label="B_simple, resolved")  # fmt: skip
-    unresolved = points[~resolved]
+    unresolved = points[~ok]
     noise_axis.scatter(unresolved["step"], [samples] * len(unresolved), marker="^", s=70, color="C0",
                        zorder=3, label="not resolved: B_simple > n (lower bound)")  # fmt: skip
-    noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples} clips")
+    noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples:,} clips")
     noise_axis.set(xlabel="step", ylabel="B_simple = tr(Σ)/|G|²", yscale="log")
     noise_axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 50, 100, 200: within one decade
     noise_axis.yaxis.set_major_formatter(PLAIN)
     noise_axis.yaxis.set_minor_formatter(NullFormatter())
-    values = [samples, *points["b_simple"].where(resolved).dropna()]
+    bounds = pd.concat([points["b_low"], points["b_high"]])
+    values = [samples, *points["b_simple"].where(ok).dropna(), *bounds[bounds.map(math.isfinite)]]
     # a decade of room above the limit n and every point: the legend sits there, covering none
-    noise_axis.set_ylim(min(values) / 2, 12 * max(values))
+    top = 12 * max(values)
+    noise_axis.set_ylim(min(values) / 2, top)
+    bars = points[ok & points["b_low"].notna()]
+    if not bars.empty:
+        noise_axis.vlines(bars["step"], bars["b_low"], bars["b_high"].clip(upper=top), color="C0",
+                          linewidth=1.5, label="5–95 % bootstrap interval")  # fmt: skip
     noise_axis.legend(frameon=False, fontsize="x-small", loc="upper left")
     sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
     loss_axis.set(ylabel="loss on the training clips")
