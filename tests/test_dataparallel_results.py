@@ -40,7 +40,7 @@ def test_a_compute_choke_that_runs_slower_says_why():
     the backward (0.6 to 1.8 s) took three times as long: each phase on its own, not diluted by the rest."""
     said = explained(3.0, shared=True)
     assert "moving data took 500 ms per step and computing 2,500 ms, 0.2× as long: a compute choke" in said
-    assert "slower, 0.35× (0.31–0.40×)" in said
+    assert "slower, taking 2.82× as long (2.50–3.20×)" in said  # 3.1/1.1, 3.0/1.2 to 3.2/1.0
     assert (
         "The forward took 3.00× and the backward 3.00× as long as with one replica (one replica: 200 ms "
         "forward, 600 ms backward)" in said
@@ -426,13 +426,15 @@ def test_speeds_and_sweep_times_are_given_to_three_significant_figures():
 
 
 def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
-    # the gpu edition's ConvNet at batch 50: 0.8891× (0.8748–0.9003×) is wholly beyond 1/1.1 = 0.909, but at
-    # two decimals its high end prints 0.90, like the edge; at three it is 0.900, apart from 0.909
-    beyond = {"verdict": "slower", "speedup": 0.8891, "low": 0.8748, "high": 0.9003}
+    # a speed-up of 0.8891× (0.8748–0.9003×) without its verdict is printed as it is: wholly beyond
+    # 1/1.1 = 0.909, but at two decimals its high end prints 0.90, like the edge; at three it is 0.900
+    beyond = {"speedup": 0.8891, "low": 0.8748, "high": 0.9003}
     assert dataparallel_results.edge_digits(beyond) == 3
-    assert describe_speedup(beyond, dataparallel_results.edge_digits(beyond)) == (
-        "slower, 0.889× (0.875–0.900×)"
-    )
+    # the gpu edition's ConvNet at batch 50, slower: printed as the time taken, 1/0.8891 = 1.125 as long,
+    # 1/0.9003 = 1.111 to 1/0.8748 = 1.143, whose ends print apart from the edge 1.10 at two decimals
+    slower = {**beyond, "verdict": "slower"}
+    assert dataparallel_results.edge_digits(slower) == 2
+    assert describe_speedup(slower, 2) == "slower, taking 1.12× as long (1.11–1.14×)"
     # ConvNet at batch 70: 0.910 is inside ±10 %, by 0.001; at two decimals it prints 0.91, like 1/1.1
     assert dataparallel_results.edge_digits({"speedup": 0.917, "low": 0.910, "high": 0.932}) == 3
     # far from every edge, or a ratio (not an end) near one: two decimals

@@ -102,9 +102,11 @@ def test_with_one_bucket_nothing_overlaps_and_only_the_difference_can_show():
 def test_a_resolved_difference_beyond_the_bound_is_not_the_all_reduce_s_doing():
     slower = bound_of([0.40, 0.41, 0.39])
     # speed-ups 0.29/0.41 = 0.707 to 0.31/0.39 = 0.795, all below 1: at 0.30 s, 0.30 x (1 - 0.41/0.29) =
-    # -124 ms to 0.30 x (1 - 0.39/0.31) = -77.4 ms, beyond the 5 ms the bf16 all-reduce can add
+    # -124 ms to 0.30 x (1 - 0.39/0.31) = -77.4 ms, beyond the 5 ms the bf16 all-reduce can add; said as
+    # the time taken: 0.40/0.30 = 1.33 as long, 0.39/0.31 = 1.26 to 0.41/0.29 = 1.41
     assert ddp_bounds.bound_summary("bf16", slower) == (
-        "bf16: slower, 0.75× (0.71–0.79×, 3 launches each); 100 ms lost per step (between 77.4 and 124 ms "
+        "bf16: slower, taking 1.33× as long (1.26–1.41×, 3 launches each); 100 ms lost per step (between "
+        "77.4 and 124 ms "
         "lost); it can move a step by at most 35.0 ms saved or 5.00 ms lost, as the hook timed it, "
         "conversions included (the α-β model, bytes alone, has 36.3 ms saved or 0 ms lost), so that "
         "difference is more than it can explain."

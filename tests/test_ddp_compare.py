@@ -74,14 +74,19 @@ def test_dataparallel_against_ddp_is_read_for_where_both_ran():
 
 def test_a_small_resolved_difference_in_the_answer_is_said_to_be_below_what_matters():
     table = pd.DataFrame(
-        {"DDP against DataParallel": ["slower by under 10 %, 0.978× (0.962–0.997×, 3 rounds each)"]},
+        {
+            "DDP against DataParallel": [
+                "slower by under 10 %, taking 1.022× as long (1.003–1.040×, 3 rounds each)"
+            ]
+        },
         index=pd.Index(["ConvNet"], name="model"),
     )
     table.attrs["changes"] = {
         "ConvNet": {"verdict": "slower", "speedup": 0.978, "low": 0.962, "high": 0.997, "launches": (3, 3)}
     }
     assert ddp_compare.dataparallel_answer(table) == (
-        "`ConvNet` slower by under 10 %, 0.978× (0.962–0.997×, 3 rounds each), a 2 % difference"
+        "`ConvNet` slower by under 10 %, taking 1.022× as long (1.003–1.040×, 3 rounds each), a 2 % "
+        "difference"
     )
 
 

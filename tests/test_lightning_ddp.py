@@ -175,6 +175,9 @@ def test_the_comparison_table_says_identical_losses_in_words(monkeypatch):
     lightning = f"Lightning {lightning_ddp.lightning_version()}"
     # the same losses at every step: no difference to print in scientific notation
     assert table.loc[lightning, "loss difference (relative)"] == "0 (identical)"
-    # by hand 1.0 s, Lightning 2.0 s in every launch: Lightning's speed-up over it is 0.5
-    assert table.loc[lightning, "against by hand"] == "slower, 0.50× (0.50–0.50×, 3 launches each)"
+    # by hand 1.0 s, Lightning 2.0 s in every launch: Lightning's speed-up over it is 0.5, twice as long
+    assert (
+        table.loc[lightning, "against by hand"]
+        == "slower, taking 2.00× as long (2.00–2.00×, 3 launches each)"
+    )
     assert frameworks["note"] == "Compared at 2 ranks, 3 launches each."

@@ -101,6 +101,12 @@ def test_rounds_interleave_and_each_model_is_held_against_its_own_float32(tmp_pa
     )
     assert "bf16 autocast 3.96× and fused Adam 1.96× faster." in sentence
     assert sentence.endswith("Not timed on this device: TF32 on (TF32 is a CUDA tensor-core format).")
+    # a slower setting is said as the time it takes: a speed-up of 0.8 takes 1/0.8 = 1.25 times as long
+    fused = {**found["speedups"]["A", "fused_adam"], "speedup": 0.8, "verdict": "slower"}
+    slowed = {**found, "speedups": {**found["speedups"], ("A", "fused_adam"): fused}}
+    assert "bf16 autocast 1.98× faster; fused Adam slower, taking 1.25× as long. `B`" in (
+        renter_settings.settings_sentence(slowed)
+    )
     assert renter_settings.settings_answer(found).startswith("each against strict float32: `A` bf16 autocast")
     with pytest.raises(ValueError, match="rounds must be a positive integer"):
         renter_settings.settings_comparison(store, ["A"], clips, ["bf16"], 0, batch_size=2)

@@ -113,8 +113,9 @@ def test_sentences_and_views_of_the_sharded_runs():
     records = [timed("ddp", n, m) for n, m in enumerate([1.0, 1.1, 0.9])]
     records += [timed("fsdp", n, m) for n, m in enumerate([2.0, 2.2, 1.8])]
     compared = runs.strategy_comparison(records)
-    assert (
-        runs.strategy_sentence(compared, "LinearNet") == "FSDP: slower, 0.50× (0.41–0.61×, 3 launches each)."
+    # FSDP takes 2.0/1.0 = 2.00 as long, from 1.8/1.1 = 1.64 to 2.2/0.9 = 2.44
+    assert runs.strategy_sentence(compared, "LinearNet") == (
+        "FSDP: slower, taking 2.00× as long (1.64–2.44×, 3 launches each)."
     )
     priced = runs.priced_traffic(["LinearNet"], 2, {"test": (1e-3, 1e-9)})
     # FSDP's priced extra: 10 more latencies of 1 ms and 0.5 × 48,408,880 bytes at 1 ns = 34.2 ms

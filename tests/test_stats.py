@@ -66,11 +66,12 @@ def test_fewer_than_three_launches_resolve_nothing():
 
 def test_an_interval_wholly_below_one_never_prints_as_touching_it():
     """Chapter 3's ConvNet against DataParallel: slower, its interval ends at 0.997, which two decimals
-    would print as 1.00, against the book's rule that a verdict needs the interval on one side of 1."""
+    would print as 1.00, against the book's rule that a verdict needs the interval on one side of 1. Slower,
+    it is said as the time taken: 1/0.978 = 1.0225 as long, 1/0.997 = 1.0030 to 1/0.962 = 1.0395."""
     near = {"verdict": "slower", "speedup": 0.978, "low": 0.962, "high": 0.997, "launches": (3, 3)}
     assert (
         stats.describe_speedup(near, unit="round")
-        == "slower by under 10 %, 0.978× (0.962–0.997×, 3 rounds each)"
+        == "slower by under 10 %, taking 1.022× as long (1.003–1.040×, 3 rounds each)"
     )
     unresolved = {**near, "verdict": "not resolved", "high": 1.004}
     assert (
@@ -95,9 +96,10 @@ def test_a_share_is_written_in_whole_per_cent():
 def test_a_difference_on_one_side_of_one_but_inside_what_matters_says_both():
     """Chapter 6's LinearNet weak scaling, 0.95–0.97×: wholly below 1 (slower) and inside ±10 % of 1."""
     small = {"verdict": "slower", "speedup": 0.96, "low": 0.95, "high": 0.97, "launches": None}
-    assert stats.describe_speedup(small) == "slower by under 10 %, 0.96× (0.95–0.97×)"
+    # as the time taken: 1/0.96 = 1.042, from 1/0.97 = 1.031 to 1/0.95 = 1.053
+    assert stats.describe_speedup(small) == "slower by under 10 %, taking 1.04× as long (1.03–1.05×)"
     edge = {**small, "low": 1 / 1.1 - 1e-9}  # just outside ±10 %: a difference that may matter
-    assert stats.describe_speedup(edge).startswith("slower, 0.96×")
+    assert stats.describe_speedup(edge).startswith("slower, taking 1.04× as long (1.03–1.10×)")
     faster = {"verdict": "faster", "speedup": 1.02, "low": 1.01, "high": 1.05, "launches": None}
     assert stats.describe_speedup(faster).startswith("faster by under 10 %, 1.02×")
     assert stats.verdict(0.95, 0.97) == "slower" and stats.verdict(0.95, 1.05) == "no measurable difference"

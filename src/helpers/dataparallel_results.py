@@ -22,7 +22,7 @@ from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import ms, significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
-from helpers.stats import MATTERS, describe_speedup, speedup
+from helpers.stats import MATTERS, describe_speedup, shown_ratio, speedup
 from helpers.train import milliseconds, stored_step_timing
 from helpers.train import sweep_table as train_sweep_table
 
@@ -46,9 +46,10 @@ def edge_digits(change: dict, digits: int = 2) -> int:
     def edges(places: int) -> tuple[float, ...]:
         return (1 / (1 + MATTERS), 1 + MATTERS) + ((1 - MATTERS,) if places == 2 else ())
 
+    _, low, high = shown_ratio(change)  # the ends as printed: a slower one as the time taken
     while digits < 4 and any(
         f"{value:.{digits}f}" == f"{edge:.{digits}f}" and not math.isclose(value, edge)
-        for value in (change["low"], change["high"])
+        for value in (low, high)
         for edge in edges(digits)
     ):
         digits += 1
@@ -178,6 +179,11 @@ def chapter_one_source(reused: bool) -> str:
     )
 
 
+def _as_ratio(comparison: dict) -> dict:
+    """A comparison whose ratio is printed as it is (a speed-up, whatever its verdict): ``edge_digits``."""
+    return {"speedup": comparison["ratio"], "low": comparison["low"], "high": comparison["high"]}
+
+
 def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
     """What ``against_chapter_one`` found: how many comparisons agree within ``MATTERS`` (their whole
     interval inside ±10 %), how many of those are still measurably apart, which differ by more (their whole
@@ -197,7 +203,7 @@ def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
         if len(found) > most_named:
             return f"{len(found)} configurations (the table)"
         names = [f"{c['model']} at batch {c['batch_size']}"
-                 + (f" ({c['ratio']:.{edge_digits({**c, 'speedup': c['ratio']})}f}×)" if ratios else "")
+                 + (f" ({c['ratio']:.{edge_digits(_as_ratio(c))}f}×)" if ratios else "")
                  for c in found]  # fmt: skip
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 

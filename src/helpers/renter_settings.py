@@ -148,10 +148,9 @@ def settings_sentence(comparison: dict) -> str:
         if groups["not resolved"]:
             parts.append(listed(LABELS[s] for s in groups["not resolved"]) + " not resolved against the "
                          "spread of its steps")  # fmt: skip
-        if groups["slower"]:
-            parts.append(
-                listed(f"{LABELS[s]} {mine[s]['speedup']:.2f}×" for s in groups["slower"]) + " slower"
-            )
+        if groups["slower"]:  # as the time taken, so that the figure reads the way the word does
+            longer = listed(f"{1 / mine[s]['speedup']:.2f}×" for s in groups["slower"])
+            parts.append(f"{listed(LABELS[s] for s in groups['slower'])} slower, taking {longer} as long")
         steps = comparison["steps"].query("model == @model and setting == 'float32'")["seconds"]
         said.append(
             f"`{model}`, a strict float32 step of {milliseconds(steps.tolist())}: {'; '.join(parts)}."

@@ -186,14 +186,24 @@ def verdict_words(verdict: str, low: float, high: float) -> str:
     return verdict
 
 
+def shown_ratio(result: dict) -> tuple[float, float, float]:
+    """A speed-up and its interval as the book states them (``describe_speedup``): as they are, or, for a
+    "slower" verdict, the time taken, the speed-up's reciprocal with its interval's ends swapped."""
+    ratio, low, high = result["speedup"], result["low"], result["high"]
+    return (1 / ratio, 1 / high, 1 / low) if result.get("verdict") == "slower" else (ratio, low, high)
+
+
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
-    (0.74–1.90×, 3 launches each)``, ``slower by under 10 %, 0.96× (0.95–0.97×)``; one phrase, no nested
-    parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular (an independent
-    launch, a round of measurements). An interval wholly
-    on one side of 1 gets the decimals it needs not to print as touching 1 (0.962–0.997×, not 0.96–1.00×)."""
-    digits = interval_digits(result["verdict"], result["low"], result["high"], digits)
-    interval = interval_text(result["low"], result["high"], result["verdict"], digits)
+    (0.74–1.90×, 3 launches each)``; a slower one as the time it takes, so that the figure reads the way
+    the word does: ``slower, taking 2.04× as long (1.96–2.17×)`` for a speed-up of 0.49× (0.46–0.51×). One
+    phrase, no nested parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular
+    (an independent launch, a round of measurements). An interval wholly on one side of 1 gets the
+    decimals it needs not to print as touching 1 (1.003–1.040×, not 1.00–1.04×)."""
+    ratio, low, high = shown_ratio(result)
+    slower = result["verdict"] == "slower"
+    digits = interval_digits(result["verdict"], low, high, digits)
+    interval = interval_text(low, high, result["verdict"], digits)
     launches = result.get("launches")
     if launches:
         counted = (
@@ -203,4 +213,6 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str
         )
         interval += f", {counted}"
     said = verdict_words(result["verdict"], result["low"], result["high"])
-    return f"{said}, {result['speedup']:.{digits}f}× ({interval})"
+    if slower:
+        return f"{said}, taking {ratio:.{digits}f}× as long ({interval})"
+    return f"{said}, {ratio:.{digits}f}× ({interval})"
