@@ -109,8 +109,8 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
         "With one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so every run here is "
         "Gloo. On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch, NCCL is "
         "predicted to all-reduce `LinearNet`'s gradients in about 0.21 ms (0.17–0.28 ms over chapter 5's "
-        "range of bus bandwidths for the link); Gloo took 34.5 ms here (3.4), its 4 ranks taking turns on "
-        "one NVIDIA H200."
+        "range of bus bandwidths for the link); Gloo took 34.5 ms here (section 3.4), its 4 ranks taking "
+        "turns on one NVIDIA H200."
     )
     assert "NCCL measured" not in answer and "(s)" not in answer
     statement = ddp_placement.measured_statement(gpu_runs(), gpu_plan, ["nccl", "gloo"], where)
@@ -169,10 +169,11 @@ def test_where_nccl_and_gloo_both_ran_the_answer_is_nccl_s_speed_up_over_gloo():
     assert ddp_placement.backends_headline(runs) == "compared on 4 ranks"
     answer = ddp_placement.backends_answer(runs, plan, ["nccl", "gloo"], where, [])
     assert answer == (
-        "NCCL's speed-up over Gloo, a GPU per rank (3.4): `LinearNet` faster, 4.95× (4.90–5.00×, 3 launches "
-        "each); `ConvNet` faster by under 10 %, 1.04× (1.03–1.05×, 3 launches each), a 4 % difference."
+        "NCCL's speed-up over Gloo, a GPU per rank (section 3.4): `LinearNet` faster, 4.95× (4.90–5.00×, "
+        "3 launches each); `ConvNet` faster by under 10 %, 1.04× (1.03–1.05×, 3 launches each), a 4 % "
+        "difference."
     )
-    assert ddp_placement.backends_brief(runs) == answer.replace(" (3.4)", "")  # the box's line
+    assert ddp_placement.backends_brief(runs) == answer.replace(" (section 3.4)", "")  # the box's line
     assert ddp_placement.backends_brief(gloo_only := {"scaling": gloo}) == (
         "They were not compared here: see below."
     ) and not ddp_placement.backend_changes(gloo_only["scaling"])
@@ -198,7 +199,7 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
         "an NCCL maintainer's figure for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about "
         "20 % of protocol overhead, stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 "
         "SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27)"
+        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27)"
     )
     assert predicted["configuration_gpus"] == 8  # the p5en.48xlarge: 4 ranks are 4 of its 8 GPUs
     assert predicted["alpha_source"] == (
@@ -226,17 +227,18 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
         "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch (this assumes SXM "
         "boards so joined, as in 4 of the 8 GPUs of an AWS p5en.48xlarge), NCCL's ring all-reduce of "
         "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and "
-        "0.021 ms, against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step "
-        "that Gloo took here on one NVIDIA H200.\n\n"
+        "0.021 ms (0.17–0.28 and 0.019–0.023 ms over chapter 5's range of bus bandwidths for the link), "
+        "against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step that Gloo "
+        "took here on one NVIDIA H200.\n\n"
         "The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. "
         "Its 1/β is nccl-tests' bus bandwidth (busbw) for the link, 370 GB/s, an NCCL maintainer's figure "
         "for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about 20 % of protocol overhead, "
         "stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 SXM has the same NVLink 4 "
         "and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27). Its α, "
+        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27). Its α, "
         "2.41 µs per ring step, is a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 "
-        "ring steps (nccl-tests issue 123, 2022-12-14). Over chapter 5's busbw range for this link, "
-        "270–480 GB/s, with α fixed, the predictions span 0.17–0.28 and 0.019–0.023 ms."
+        "ring steps (nccl-tests issue 123, 2022-12-14). The range takes the busbw from 270 to 480 GB/s, "
+        "with α fixed."
     )
     assert "2024-07" not in reading and reading.count("(busbw)") == 1
     assert deepest_parentheses(reading) == 1
@@ -396,13 +398,15 @@ def test_on_one_gpu_nccl_s_one_rank_is_compared_with_gloo_s_and_the_rest_said_wh
     answer = ddp_placement.backends_answer(runs, plan, ["nccl", "gloo"], where, largest)
     # every launch alike: 5.37 / 4.32 = 1.243x, 36.1 / 34.8 = 1.037x, inside the 10 % that matters
     assert answer.startswith(
-        "One NCCL rank against one Gloo rank on the same GPU (3.4): `LinearNet` faster, 1.24× (1.24–1.24×, 3 "
-        "launches each); `ConvNet` faster by under 10 %, 1.04× (1.04–1.04×, 3 launches each), a 4 % "
-        "difference. With no peer neither moves a byte between GPUs. The steps differ by 1.05 "
-        "and 1.30 ms, the all-reduces as the hook timed them by 1.71 and 0.537 ms (NCCL's 0.220 and 0.00450 "
+        "One NCCL rank against one Gloo rank on the same GPU (section 3.4): `LinearNet` faster, 1.24× "
+        "(1.24–1.24×, 3 launches each); `ConvNet` faster by under 10 %, 1.04× (1.04–1.04×, 3 launches "
+        "each), a 4 % difference. With no peer neither moves a byte between GPUs. The steps differ by 1.05 "
+        "and 1.30 ms (medians of the launches; 1.05 and 1.30 ms from any Gloo launch to any NCCL one), the "
+        "all-reduces as the hook timed them by 1.71 and 0.537 ms (NCCL's 0.220 and 0.00450 "
         "against Gloo's, which stages every bucket through host memory); the hook's times overlap the rest "
         "of the step, so they need not add up to its difference. `LinearNet`'s NCCL rank was still getting "
-        "faster in the timed steps (3.2's warm-up table), so its median may overstate its settled step.\n\n"
+        "faster in the timed steps (section 3.2's warm-up table), so its median may overstate its settled "
+        "step.\n\n"
         "With one GPU NCCL cannot start more than one rank (it needs a GPU per rank), so the runs of 4 ranks "
         "here are Gloo's. On 4 H200 SXM 141 GB GPUs of their own"
     ), answer

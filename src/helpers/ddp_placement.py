@@ -186,10 +186,12 @@ def _one_rank_gap(runs: list[tuple[dict, dict]], changes: dict, models: list[str
         for name in ("nccl", "gloo")
     }
     steps = listed(ms(changes[m, 1]["baseline_seconds"] - changes[m, 1]["candidate_seconds"]) for m in models)
+    spans = listed(_launch_gap(runs, m) for m in models)
     gaps = listed(ms(reduced[m, "gloo"] - reduced[m, "nccl"]) for m in models)
     said = (
         "With no peer neither moves a byte between GPUs. The steps differ by "
-        f"{steps} ms, the all-reduces as the hook timed them by {gaps} ms (NCCL's "
+        f"{steps} ms (medians of the launches; {spans} ms from any Gloo launch to any NCCL one), the "
+        f"all-reduces as the hook timed them by {gaps} ms (NCCL's "
         f"{listed(ms(reduced[m, 'nccl']) for m in models)} against Gloo's, which stages every bucket through "
         "host memory); the hook's times overlap the rest of the step, so they need not add up to its "
         "difference."
@@ -203,9 +205,21 @@ def _one_rank_gap(runs: list[tuple[dict, dict]], changes: dict, models: list[str
     if unsettled:
         said += (
             f" {listed(unsettled)} {'was' if len(unsettled) == 1 else 'were'} still getting faster in the "
-            "timed steps (3.2's warm-up table), so its median may overstate its settled step."
+            "timed steps (section 3.2's warm-up table), so its median may overstate its settled step."
         )
     return said
+
+
+def _launch_gap(runs: list[tuple[dict, dict]], model: str) -> str:
+    """How far one Gloo rank's median step lies above one NCCL rank's, from the closest pair of launches to
+    the farthest: "0.98–1.12" ("1.05" when every pair differs by as much)."""
+    medians = {
+        backend: [statistics.median(s) for s in launch_steps(runs, model=model, backend=backend, ranks=1)]
+        for backend in ("gloo", "nccl")
+    }
+    low = min(medians["gloo"]) - max(medians["nccl"])
+    high = max(medians["gloo"]) - min(medians["nccl"])
+    return ms(low) if ms(low) == ms(high) else f"{ms(low)}–{ms(high)}"
 
 
 def _why_not_compared(
@@ -275,10 +289,11 @@ def backends_answer(
     if changes:
         ranks, compared, verdicts = _backend_verdicts(changes)
         if ranks > 1:
-            said = f"NCCL's speed-up over Gloo, a GPU per rank (3.4): {verdicts}."
+            said = f"NCCL's speed-up over Gloo, a GPU per rank (section 3.4): {verdicts}."
         else:
-            said = f"One NCCL rank against one Gloo rank on the same GPU (3.4): {verdicts}. " + _one_rank_gap(
-                runs["scaling"], changes, compared
+            said = (
+                f"One NCCL rank against one Gloo rank on the same GPU (section 3.4): {verdicts}. "
+                + _one_rank_gap(runs["scaling"], changes, compared)
             )
         if ranks >= where.ranks:
             return said
@@ -291,7 +306,7 @@ def backends_answer(
         said += (
             f" On {where.ranks} {_gpus_joined(nccl)}, NCCL is predicted to all-reduce `{row['model']}`'s "
             f"gradients in about {_about(nccl['seconds'])} ms ({_band(nccl)} ms over chapter 5's range of "
-            f"bus bandwidths for the link); {where.name} took {ms(row['allreduce'])} ms here (3.4)"
+            f"bus bandwidths for the link); {where.name} took {ms(row['allreduce'])} ms here (section 3.4)"
             + (f", its {where.ranks} ranks taking turns on {where.shared}." if where.shares_gpu else ".")
         )
     elif where.gpu_name is None:
@@ -430,7 +445,7 @@ BUSBW_SOURCES = {
     "NVLink 4 (H200 SXM)": (
         *_H100_BUSBW[:2],
         ": the H200 SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, at the band's top (nccl-tests issue 272, 2024-11-27)",
+        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27)",
     ),
     "NVLink 4 (H100 SXM)": _H100_BUSBW,
     "NVLink 3 (A100 SXM)": (
@@ -570,14 +585,14 @@ def nccl_reading(rows: list[dict], where: Placement) -> str:
         )
     return (
         f"On {where.ranks} {_gpus_joined(link)} (this assumes {assumed} so joined{as_in}), NCCL's ring "
-        f"all-reduce of {sizes} is predicted to take about {times} ms, against "
-        f"{_allreduce_shares(predicted)} that {where.name} took here{how}.{PARAGRAPH_BREAK}"
+        f"all-reduce of {sizes} is predicted to take about {times} ms ({bands} ms over chapter 5's range "
+        f"of bus bandwidths for the link), against {_allreduce_shares(predicted)} that {where.name} took "
+        f"here{how}.{PARAGRAPH_BREAK}"
         f"The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = {where.ranks}. Its 1/β is nccl-tests' "
         f"bus bandwidth (busbw) for the link, {significant(link['bus_bandwidth'] / 1e9)} GB/s, "
         f"{link['busbw_source']}. Its α, {significant(link['alpha_seconds'] * 1e6)} µs per ring step, is "
-        f"{link['alpha_source']}. Over chapter 5's busbw range for this link, "
-        f"{significant(link['bus_low'] / 1e9)}–{significant(link['bus_high'] / 1e9)} GB/s, with α fixed, the "
-        f"predictions span {bands} ms."
+        f"{link['alpha_source']}. The range takes the busbw from {significant(link['bus_low'] / 1e9)} to "
+        f"{significant(link['bus_high'] / 1e9)} GB/s, with α fixed."
     )
 
 
@@ -686,7 +701,7 @@ def loopback_sentence(where: Placement) -> str:
         return (
             "Gloo copies every bucket from the GPU to host memory, sends it over loopback through the "
             "kernel's TCP stack and copies the average back to the GPU; NCCL on GPUs of their own would move "
-            f"it GPU to GPU (3.4 predicts how fast), and {later} (chapter 5 prices the links)."
+            f"it GPU to GPU (section 3.4 predicts how fast), and {later} (chapter 5 prices the links)."
         )
     if where.device == "cuda":
         return f"{where.name} moves every byte GPU to GPU; {later} (chapter 5 prices the links)."
