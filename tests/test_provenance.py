@@ -197,6 +197,20 @@ def test_each_machine_shows_how_far_its_speed_moved_across_its_records(tmp_path,
         "them, 3 distinct references"
     )
     assert "| one CPU thread, float32 product (GFLOP/s) | 3 | 50 | 80 | 100 | 2.00× |" in lines
+    one = ResultStore(
+        "one", hardware={**HARDWARE, "cpu_model": "Test EPYC"}
+    )  # one record referenced, one not
+    monkeypatch.setattr(
+        "helpers.results.reference_speed.current", lambda: {"measured_at": "t", "cpu_matmul_gflops": 9.0}
+    )
+    one.measure({"kind": "demo", "x": 0}, lambda: {"value": 1})
+    bare = one.measure({"kind": "demo", "x": 1}, lambda: {"value": 1})
+    bare.pop("reference")
+    one.path(bare["config"]).write_text(json.dumps(bare))
+    assert provenance.reference_section(one.provenance_id)[0].startswith(
+        "Speed at measurement: 1 of its 2 records carries the reference speed timed at most a minute before "
+        "it, 1 distinct reference ("
+    )
     old_only = ResultStore("cpu", hardware={**HARDWARE, "gpus": []})
     record = old_only.measure({"kind": "demo"}, lambda: {"value": 1})
     record.pop("reference")

@@ -24,7 +24,7 @@ from helpers.book_answer import answer_note
 from helpers.hardware import ANSI_ESCAPE, describe, fingerprint
 from helpers.paths import project_root, results_dir
 from helpers.results import ResultStore, read_json, short_hash, stored_machine_id
-from helpers.stats import listed
+from helpers.stats import listed, plural
 from helpers.topology import describe_topology, seen_topology
 
 EDITIONS = {"gpu": "GPU edition", "cpu": "CPU edition", "smoke": "Smoke run"}  # by profile (results run)
@@ -161,9 +161,11 @@ def reference_section(identifier: str) -> list[str]:
         return [f"Speed at measurement: not recorded; {every} the reference speed (a fixed matrix product "
                 "and memory copy timed before each new record, `helpers.reference_speed`; see Reproduce the "
                 "study, section 5).", ""]  # fmt: skip
+    one = len(carrying) == 1
     lines = [
-        f"Speed at measurement: {len(carrying)} of its {len(records)} records carry the reference speed "
-        f"timed at most a minute before them, {len(references)} distinct references "
+        f"Speed at measurement: {len(carrying)} of its {len(records)} records "
+        f"{'carries' if one else 'carry'} the reference speed timed at most a minute before "
+        f"{'it' if one else 'them'}, {len(references)} distinct {plural(len(references), 'reference')} "
         "(`helpers.reference_speed`: a fixed workload, the same in every run).",
         "",
         "| reference | references | lowest | median | highest | highest / lowest |",

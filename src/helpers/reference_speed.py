@@ -177,7 +177,8 @@ def pooled_note(records: list[dict], what: str) -> str:
     left = len(records) - carrying
     without = f" ({left:,} {'predates' if left == 1 else 'predate'} it)" if left else ""
     return text + (
-        f"; {carrying:,} carry the machine's reference speed{without}, {len(references)} distinct references "
+        f"; {carrying:,} {'carries' if carrying == 1 else 'carry'} the machine's reference speed{without}, "
+        f"{len(references)} distinct {plural(len(references), 'reference')} "
         f"whose widest gap is {widest['gap'] * 100:.0f} % ({FIGURE_NAMES.get(name, name)}: "
         f"{widest['lowest']:.3g} to {widest['highest']:.3g}; the reference's own noise is part of it)."
     )
