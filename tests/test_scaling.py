@@ -142,6 +142,12 @@ def test_ranks_on_one_device_are_read_against_one_devices_speed_not_k_devices():
     assert scaling.efficiency_sentences(scaling.efficiency_table(runs), 2, shared=True) == (
         "M, strong scaling: faster, 1.60× (1.46–1.75×, 3 launches each)."
     )
+    # weak scaling compares samples per second: steps 4× as long for 2× the samples take 2× as long per sample
+    weak = launches("M", "weak", 1, [1.0, 1.05, 0.95]) + launches("M", "weak", 2, [4.0, 4.2, 3.8])
+    assert scaling.efficiency_sentences(scaling.efficiency_table(weak), 2, shared=True) == (
+        "M, weak scaling in samples per second: slower, taking 2.00× as long per sample (1.81–2.21×, "
+        "3 launches each)."
+    )
     gpu = scaling.ranks_setting(H200, "gloo", "cuda", 4)
     assert gpu["ranks_where"] == "4 Gloo ranks time-sharing the one NVIDIA H200"
     assert gpu["ceiling"] == "one" and "Each rank has 4 of the 16 cores." in gpu["sharing"]

@@ -75,7 +75,8 @@ def test_an_interval_wholly_below_one_never_prints_as_touching_it():
     )
     unresolved = {**near, "verdict": "not resolved", "high": 1.004}
     assert (
-        stats.describe_speedup(unresolved, unit="round") == "not resolved, 0.98× (0.96–1.00×, 3 rounds each)"
+        stats.describe_speedup(unresolved, unit="round")
+        == "not resolved, taking 1.02× as long (1.00–1.04×, 3 rounds each)"
     )
 
 
@@ -116,3 +117,32 @@ def test_batches_with_one_word_read_as_a_run():
     assert runs == [("depends", 10, 10), ("faster", 20, 30), ("slower", 50, 50), ("faster", 70, 70)]
     assert stats.run_phrases(runs[:2]) == ["depends at batch 10", "faster from batch 20 to 30"]
     assert stats.batch_runs([]) == []
+
+
+def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
+    # 0.9003 at two decimals prints 0.90, like the edge 1 − 10 %; at three, 0.900
+    assert stats.interval_digits("not resolved", 0.8748, 0.9003) == 3
+    # the gpu edition's ConvNet at batch 50, said as the time taken: 1/0.8891 = 1.125 as long, its ends
+    # 1/0.9003 = 1.111 and 1/0.8748 = 1.143 print apart from the edge 1.10 at two decimals
+    slower = {"verdict": "slower", "speedup": 0.8891, "low": 0.8748, "high": 0.9003}
+    assert stats.describe_speedup(slower) == "slower, taking 1.12× as long (1.11–1.14×)"
+    # 0.910 lies inside ±10 % by 0.001: at two decimals it prints 0.91, like 1/1.1
+    assert stats.interval_digits("slower", 0.910, 0.932) == 3
+    # far from every edge, or a resolved end that is not near one: two decimals
+    assert stats.interval_digits("slower", 0.66, 0.77) == 2
+    assert stats.interval_digits("not resolved", 0.647, 1.201) == 2
+    assert stats.interval_digits("not resolved", 0.95, 1.098) == 3  # 1.10 at two
+    # a time taken of up to 1.1007 prints 1.101, not 1.10, which would read as inside ±10 %
+    late = {"verdict": "slower", "speedup": 1 / 1.06, "low": 1 / 1.1007, "high": 1 / 1.03}
+    assert stats.describe_speedup(late) == "slower, taking 1.060× as long (1.030–1.101×)"
+
+
+def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
+    """One convention per column: a speed-up of 0.83× (0.60–1.10×) not resolved reads as the time taken,
+    1/0.83 = 1.20 as long, from 1/1.10 = 0.91 to 1/0.60 = 1.67, as a resolved slower one does."""
+    unclear = {"verdict": "not resolved", "speedup": 0.83, "low": 0.60, "high": 1.10, "launches": (3, 3)}
+    assert (
+        stats.describe_speedup(unclear) == "not resolved, taking 1.20× as long (0.91–1.67×, 3 launches each)"
+    )
+    assert stats.shown_ratio(unclear) == pytest.approx((1 / 0.83, 1 / 1.10, 1 / 0.60))
+    assert stats.shown_ratio({"speedup": 1.2, "low": 0.9, "high": 1.5}) == (1.2, 0.9, 1.5)

@@ -22,7 +22,7 @@ from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import ms, significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
-from helpers.stats import MATTERS, describe_speedup, shown_ratio, speedup
+from helpers.stats import MATTERS, describe_speedup, interval_digits, shown_ratio, speedup
 from helpers.train import milliseconds, stored_step_timing
 from helpers.train import sweep_table as train_sweep_table
 
@@ -35,25 +35,6 @@ def gbps(bytes_per_second: float) -> str:
 def speed_range(low: float, high: float) -> str:
     """Two speeds in bytes per second as a range of GB/s, each to three significant digits: 115–196."""
     return f"{gbps(low)}–{gbps(high)}"
-
-
-def edge_digits(change: dict, digits: int = 2) -> int:
-    """The decimals a ratio and its interval (``stats.speedup``'s ``low`` and ``high``, which decide whether
-    it lies beyond ±``stats.MATTERS``) need so that no end of the interval prints like an edge that it is
-    not: 1/1.1 or 1.1, or, at two decimals, 0.90 (at two decimals 0.903 prints 0.90, which reads as the edge
-    although it lies beyond 1/1.1 = 0.909; at three it prints 0.903). Up to four."""
-
-    def edges(places: int) -> tuple[float, ...]:
-        return (1 / (1 + MATTERS), 1 + MATTERS) + ((1 - MATTERS,) if places == 2 else ())
-
-    _, low, high = shown_ratio(change)  # the ends as printed: a slower one as the time taken
-    while digits < 4 and any(
-        f"{value:.{digits}f}" == f"{edge:.{digits}f}" and not math.isclose(value, edge)
-        for value in (low, high)
-        for edge in edges(digits)
-    ):
-        digits += 1
-    return digits
 
 
 def sweep_table(steps: pd.DataFrame, by=("model", "replicas", "batch_size")) -> pd.DataFrame:
@@ -155,7 +136,7 @@ def against_chapter_one(
         rows.append({"model": name, "batch size": size,
                      "chapter 1's step (ms)": milliseconds(plain["step_seconds_all"], unit=""),
                      "one replica's step (ms)": milliseconds(one["step_seconds_all"], unit=""),
-                     "one replica against chapter 1": describe_speedup(change, edge_digits(change)),
+                     "one replica against chapter 1": describe_speedup(change),
                      "verdict": change["verdict"]})  # fmt: skip
     table = pd.DataFrame(rows).set_index(["model", "batch size"])
     return {"table": table.drop(columns="verdict"), "verdicts": table["verdict"].value_counts().to_dict(),
@@ -179,9 +160,13 @@ def chapter_one_source(reused: bool) -> str:
     )
 
 
-def _as_ratio(comparison: dict) -> dict:
-    """A comparison whose ratio is printed as it is (a speed-up, whatever its verdict): ``edge_digits``."""
-    return {"speedup": comparison["ratio"], "low": comparison["low"], "high": comparison["high"]}
+def _ratio_text(comparison: dict) -> str:
+    """A comparison's ratio as the table says it (``stats.shown_ratio``): "1.05×", or below 1 the time it
+    takes, "1.12× as long", with the decimals its interval needs (``stats.interval_digits``)."""
+    said = {"speedup": comparison["ratio"], "low": comparison["low"], "high": comparison["high"]}
+    ratio, low, high = shown_ratio(said)
+    digits = interval_digits(comparison["verdict"], low, high)
+    return f"{ratio:.{digits}f}×" + (" as long" if comparison["ratio"] < 1 else "")
 
 
 def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
@@ -203,14 +188,14 @@ def consistency_sentence(consistency: dict, most_named: int = 4) -> str:
         if len(found) > most_named:
             return f"{len(found)} configurations (the table)"
         names = [f"{c['model']} at batch {c['batch_size']}"
-                 + (f" ({c['ratio']:.{edge_digits(_as_ratio(c))}f}×)" if ratios else "")
+                 + (f" ({_ratio_text(c)})" if ratios else "")
                  for c in found]  # fmt: skip
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
     everyone = len(within) == len(comparisons)
     said = f"{f'all {len(comparisons)}' if everyone else len(within)} agree within {MATTERS:.0%}"
     if apart:
-        gap = max(abs(c["ratio"] - 1) for c in apart)
+        gap = max(abs(shown_ratio({**c, "speedup": c["ratio"]})[0] - 1) for c in apart)  # as the table says
         count = "all" if len(apart) == len(within) else f"{len(apart)} of them"
         said += f" ({count} measurably apart, by at most {gap:.0%})"
     if everyone:

@@ -360,12 +360,14 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
     return view.set_index(["model", "k", "run compared"])
 
 
-def phrase(row) -> str:
+def phrase(row, per: str = "") -> str:
     """A comparison row of ``efficiency_table`` or ``accumulation_table`` as one phrase for a sentence:
-    "not resolved, 1.02× (0.74–1.90×, 3 launches each)" (``stats.describe_speedup``)."""
+    "not resolved, 1.02× (0.74–1.90×, 3 launches each)" (``stats.describe_speedup``; ``per`` what a slower
+    one's time taken is of, where the comparison is of a rate)."""
     low, high = ("low", "high") if "low" in row else ("speedup_low", "speedup_high")
-    return describe_speedup({"speedup": row["speedup"], "low": row[low], "high": row[high],
-                             "verdict": row["verdict"], "launches": row["launch_counts"]})  # fmt: skip
+    result = {"speedup": row["speedup"], "low": row[low], "high": row[high], "verdict": row["verdict"],
+              "launches": row["launch_counts"]}  # fmt: skip
+    return describe_speedup(result, per=per)
 
 
 def shares_device(hardware: dict, device: str, ranks: int) -> bool:
@@ -425,12 +427,13 @@ def efficiency_sentences(table: pd.DataFrame, ranks: int, shared: bool = False) 
     sentences = []
     for row in table[table["ranks"] == ranks].sort_values(["model", "scaling"]).itertuples(index=False):
         unit = " in samples per second" if row.scaling == "weak" else ""
+        said = phrase(row._asdict(), per=" per sample" if row.scaling == "weak" else "")
         if shared:
-            sentences.append(f"{row.model}, {row.scaling} scaling{unit}: {phrase(row._asdict())}.")
+            sentences.append(f"{row.model}, {row.scaling} scaling{unit}: {said}.")
         else:
             sentences.append(
                 f"{row.model} keeps {row.efficiency:.2f} of the ideal under {row.scaling} scaling; its "
-                f"verdict against one rank{unit}: {phrase(row._asdict())}."
+                f"verdict against one rank{unit}: {said}."
             )
     return " ".join(sentences)
 

@@ -20,6 +20,7 @@ that matters; any other interval is "not resolved": the measurement cannot tell.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -161,19 +162,27 @@ def plural(count: int, noun: str) -> str:
 
 
 def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> int:
-    """The decimals an interval of a resolved verdict needs not to print as touching 1 (0.962–0.997×, not
-    0.96–1.00×), at least ``digits`` and at most 4; ``digits`` for any other verdict."""
-    if verdict in ("faster", "slower"):
-        while digits < 4 and any(
-            bound != 1 and f"{bound:.{digits}f}" == f"{1:.{digits}f}" for bound in (low, high)
-        ):
-            digits += 1
+    """The decimals an interval needs, at least ``digits`` and at most 4, so that no end prints like a
+    line it does not reach: 1 for a resolved ``verdict`` (0.962–0.997×, not 0.96–1.00×), or an edge of
+    what matters, 1/(1 + ``MATTERS``) or 1 + ``MATTERS`` (1.1007 prints 1.101, not 1.10, which reads as
+    inside ±10 %), or, at two decimals, 1 − ``MATTERS`` (0.903 prints 0.903, not 0.90, like 10 % slower)."""
+
+    def misprinted(bound: float, places: int) -> bool:
+        shown = f"{bound:.{places}f}"
+        edges = (1 / (1 + MATTERS), 1 + MATTERS) + ((1 - MATTERS,) if places == 2 else ())
+        touches_one = verdict in ("faster", "slower") and bound != 1 and shown == f"{1:.{places}f}"
+        return touches_one or any(
+            shown == f"{e:.{places}f}" and not math.isclose(bound, e, rel_tol=1e-6) for e in edges
+        )
+
+    while digits < 4 and any(misprinted(bound, digits) for bound in (low, high)):
+        digits += 1
     return digits
 
 
 def interval_text(low: float, high: float, verdict: str = "not resolved", digits: int = 2) -> str:
-    """An interval of speed-ups as a table or sentence shows it: ``0.74–1.90×``; for a resolved ``verdict``
-    with the decimals it needs not to print as touching 1 (``interval_digits``)."""
+    """An interval of speed-ups as a table or sentence shows it: ``0.74–1.90×``, with the decimals it
+    needs not to print as touching 1 or an edge of what matters (``interval_digits``)."""
     digits = interval_digits(verdict, low, high, digits)
     return f"{low:.{digits}f}–{high:.{digits}f}×"
 
@@ -187,21 +196,24 @@ def verdict_words(verdict: str, low: float, high: float) -> str:
 
 
 def shown_ratio(result: dict) -> tuple[float, float, float]:
-    """A speed-up and its interval as the book states them (``describe_speedup``): as they are, or, for a
-    "slower" verdict, the time taken, the speed-up's reciprocal with its interval's ends swapped."""
+    """A speed-up and its interval as the book states them (``describe_speedup``): as they are from 1 up,
+    and below 1 as the time taken, the speed-up's reciprocal with its interval's ends swapped; so a column
+    of them never mixes the two ways of reading a ratio below 1."""
     ratio, low, high = result["speedup"], result["low"], result["high"]
-    return (1 / ratio, 1 / high, 1 / low) if result.get("verdict") == "slower" else (ratio, low, high)
+    return (1 / ratio, 1 / high, 1 / low) if ratio < 1 else (ratio, low, high)
 
 
-def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str:
+def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: str = "") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
-    (0.74–1.90×, 3 launches each)``; a slower one as the time it takes, so that the figure reads the way
-    the word does: ``slower, taking 2.04× as long (1.96–2.17×)`` for a speed-up of 0.49× (0.46–0.51×). One
+    (0.74–1.90×, 3 launches each)``; a speed-up below 1 as the time taken (``shown_ratio``), so that the
+    figure reads the way the word does: ``slower, taking 2.04× as long (1.96–2.17×)`` for a speed-up of
+    0.49× (0.46–0.51×), ``not resolved, taking 1.20× as long (0.60–1.10×)`` for 0.83× (0.91–1.67×). One
     phrase, no nested parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular
-    (an independent launch, a round of measurements). An interval wholly on one side of 1 gets the
-    decimals it needs not to print as touching 1 (1.003–1.040×, not 1.00–1.04×)."""
+    (an independent launch, a round of measurements); ``per`` what the time taken is of, where a speed-up
+    is a rate (" per sample"). An interval wholly on one side of 1 gets the decimals it needs not to print
+    as touching 1 (1.003–1.040×, not 1.00–1.04×)."""
     ratio, low, high = shown_ratio(result)
-    slower = result["verdict"] == "slower"
+    slower = result["speedup"] < 1
     digits = interval_digits(result["verdict"], low, high, digits)
     interval = interval_text(low, high, result["verdict"], digits)
     launches = result.get("launches")
@@ -214,5 +226,5 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch") -> str
         interval += f", {counted}"
     said = verdict_words(result["verdict"], result["low"], result["high"])
     if slower:
-        return f"{said}, taking {ratio:.{digits}f}× as long ({interval})"
+        return f"{said}, taking {ratio:.{digits}f}× as long{per} ({interval})"
     return f"{said}, {ratio:.{digits}f}× ({interval})"
