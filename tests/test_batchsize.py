@@ -63,11 +63,15 @@ def test_views_read_with_units_and_say_what_is_not_resolved():
     points = pd.DataFrame({"step": [0, 100], "loss": [2.3, 2.2], "trace_sigma": [3.0, 3.0],
                            "gradient_norm2": [0.1, 0.001], "b_simple": [30.0, 3000.0], "samples": 256,
                            "b_low": math.nan, "b_high": math.nan, "groups": None})  # fmt: skip
-    view = batchsize.noise_view(points)
+    view = batchsize.noise_view(points, 2700)
     assert view["B_simple (samples)"].tolist() == ["30", "> 256"] and len(view.columns) == 4  # no interval
-    grouped = points.assign(samples=2700, b_low=[20.0, 1800.0], b_high=[41.0, math.inf], groups=50)
-    assert batchsize.noise_view(grouped)["5–95 % interval (samples)"].tolist() == ["20–41", "1,800–∞"]
-    assert batchsize.noise_view(grouped)["B_simple (samples)"].tolist() == ["30", "> 2,700"]
+    grouped = points.assign(samples=2700, b_low=[20.0, math.inf], b_high=[41.0, math.inf], groups=50,
+                            b_own=[25.0, 2900.0])  # fmt: skip
+    view = batchsize.noise_view(grouped, 2700)
+    assert view["5–95 % interval (samples)"].tolist() == ["20–41", "—"]  # "—": no draw bounds it at all
+    assert view["B_simple (samples)"].tolist() == ["30", "> 2,700"]
+    assert view["the training clips' own (samples)"].tolist() == ["25", "2,900"]  # all of them probed
+    assert batchsize.interval_words(1800.0, math.inf) == "1,800–∞"
 
 
 def test_the_base_batch_trains_once_for_every_rule(tmp_path, monkeypatch):
@@ -118,6 +122,8 @@ def test_the_fit_is_placed_against_the_measured_batches():
 
 def test_the_noise_scale_is_compared_in_orders_of_magnitude():
     assert batchsize.noise_against_critical(10.0, 25.0) == "within a factor of 3 of"
+    assert batchsize.noise_against_critical(341.0, 627.0) == "within a factor of 2 of"  # 1.84
+    assert batchsize.noise_against_critical(100.0, 100.0) == "within a factor of 2 of"
     assert batchsize.noise_against_critical(1.4, 16.8) == "12 times smaller than"
     assert batchsize.noise_against_critical(100.0, 20.0) == "5 times larger than"
     assert batchsize.noise_against_critical(math.inf, 20.0) == "not comparable with"
@@ -181,10 +187,13 @@ def test_the_noise_interval_resamples_the_groups_its_estimate_comes_from():
     # noise, so the data bound B_simple from below only
     low, high = batchsize.noise_interval(simulated_point(np.random.default_rng(3), 2 * 540))
     assert math.isfinite(low) and high == math.inf
-    points = batchsize.noise_points({"result": {"points": [{"step": 0, "loss": 2.3, "samples": 20,
-                                                            "b_simple": estimate, **alike}]}})  # fmt: skip
+    point = {"step": 0, "loss": 2.3, "samples": 20, "trace_sigma": trace, "gradient_norm2": 0.16 - trace / 20,
+             "b_simple": estimate, **alike}  # fmt: skip
+    points = batchsize.noise_points({"result": {"points": [point]}})
     assert points.loc[0, ["b_low", "b_high", "groups"]].tolist() == pytest.approx([estimate, estimate, 4])
     assert "groups" in points.columns and "gram" not in points.columns
+    # the 20 clips' own noise scale: tr(Σ) with divisor n, (36.8/19)(19/20) = 1.84, over |mean|² = 0.16
+    assert points.loc[0, "b_own"] == pytest.approx(11.5, rel=1e-12)
 
 
 def simulated_point(generator, b_simple: float, clips: int = 540, groups: int = 20, size: int = 64) -> dict:
@@ -279,7 +288,7 @@ def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
                            "b_high": math.nan})  # fmt: skip
     fits = {"fixed": {"b_crit": 60.0}, "linear": {"b_crit": 600.0}}
     # step 200 is closest to 2.2, but 256 clips do not resolve 400: a lower bound, 256/60 = 4.3 × the knee
-    assert batchsize.noise_sentence(points, 2.2, fits) == (
+    assert batchsize.noise_sentence(points, 2.2, fits, 2700) == (
         "The checkpoint closest to the target, at step 200 (loss 2.19), is not resolved: its noise scale "
         "is above n = 256 clips, a lower bound already 4 times larger than the fixed-rate knee and within "
         "a factor of 3 of the linear-rate knee. The resolved checkpoint closest to it, at step 100 (loss "
@@ -288,14 +297,25 @@ def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
     assert int(batchsize.closest_checkpoint(points, 2.2, resolved_only=True)["step"]) == 100
     assert batchsize.closest_checkpoint(points.assign(samples=16), 2.2, resolved_only=True) is None
     # 1,000 clips resolve 400: 2.5 times the estimate
-    assert batchsize.noise_sentence(points.assign(samples=1000), 2.2, {"fixed": {"b_crit": 60.0}}) == (
-        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400; n = 1,000 clips "
-        "is 2.5 times that, so a rough estimate: 7 times larger than the fixed-rate knee."
+    assert batchsize.noise_sentence(points.assign(samples=1000), 2.2, {"fixed": {"b_crit": 60.0}}, 2700) == (
+        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400, which its "
+        "n = 1,000 clips resolve (2.5 times it). Against the knees, as a rough guide: 7 times larger than "
+        "the fixed-rate knee."
     )
-    measured = points.assign(samples=2700, b_low=[30.0, 15.0, 310.0], b_high=[50.0, 26.0, 530.0])
-    assert batchsize.noise_sentence(measured, 2.2, {"fixed": {"b_crit": 60.0}}).startswith(
+    # 1,000 clips of 2,700 with an interval
+    sampled = points.assign(samples=1000, b_low=[30.0, 15.0, 310.0], b_high=[50.0, 26.0, 530.0])
+    assert batchsize.noise_sentence(sampled, 2.2, {"fixed": {"b_crit": 60.0}}, 2700).startswith(
         "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400 (5–95 % bootstrap "
-        "interval 310–530); n = 2,700 clips is 6.8 times that"
+        "interval 310–530), which its n = 1,000 clips resolve (2.5 times it)."
+    )
+    # every clip: the knees are set against the clips' own noise scale, 350 = 5.8 times 60, exact; then
+    # the estimate for the distribution they are drawn from, with its interval
+    every = sampled.assign(samples=2700, b_own=[35.0, 18.0, 350.0])
+    assert batchsize.noise_sentence(every, 2.2, {"fixed": {"b_crit": 60.0}}, 2700) == (
+        "At the checkpoint closest to the target, at step 200 (loss 2.19), the training clips' own noise "
+        "scale, tr(Σ)/|mean|² over all 2,700 of them, is 350: as a rough guide, 6 times larger than the "
+        "fixed-rate knee. For the distribution the clips are drawn from, the estimate is B_simple ≈ 400 "
+        "(5–95 % bootstrap interval 310–530)."
     )
 
 
@@ -309,4 +329,6 @@ def test_the_probe_and_the_interval_are_described_as_measured():
         points
     )
     assert "(5 or 6 clips each)" in batchsize.interval_note(points.assign(samples=16, groups=3))
-    assert batchsize.interval_note(points.assign(groups=None)).startswith("This run measured no interval")
+    assert batchsize.interval_note(points.assign(groups=None)).startswith(
+        "This run kept no per-group sums, so its estimates have no interval"
+    )

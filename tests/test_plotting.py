@@ -256,7 +256,7 @@ def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
     points = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [2.4, 2.2, 2.0, 1.9], "samples": 256,
                            "b_simple": [57.6, float("inf"), 106.3, 300.0], "b_low": math.nan,
                            "b_high": math.nan})  # fmt: skip
-    figure = plotting.plot_noise_scale(points, "noise", "this machine")
+    figure = plotting.plot_noise_scale(points, "noise", "this machine", target_loss=2.2)
     noise_axis = figure.axes[0]
     # n = 256 clips resolve 57.6 and 106.3; the infinite and the 300 are lower bounds on the dashed n line
     assert [line.get_ydata()[0] for line in noise_axis.lines if line.get_linestyle() == "--"] == [256]
@@ -274,13 +274,15 @@ def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
 def test_a_noise_interval_is_a_bar_to_the_panel_top_where_it_is_unbounded():
     points = pd.DataFrame({"step": [0, 200], "loss": [2.4, 2.2], "samples": 2700, "b_simple": [60.0, 500.0],
                            "b_low": [50.0, 300.0], "b_high": [75.0, float("inf")]})  # fmt: skip
-    noise_axis = plotting.plot_noise_scale(points, "noise", "this machine").axes[0]
-    bars = next(c for c in noise_axis.collections if c.get_label() == "5–95 % bootstrap interval")
+    figure = plotting.plot_noise_scale(points, "noise", "this machine", target_loss=2.25)
+    noise_axis, loss_axis = figure.axes
+    bars = next(c for c in noise_axis.containers if c.get_label() == "5–95 % bootstrap interval")
     top = noise_axis.get_ylim()[1]
-    assert [segment.tolist() for segment in bars.get_segments()] == [
-        [[0, 50], [0, 75]],
-        [[200, 300], [200, top]],
-    ]
+    segments = [segment.tolist() for segment in bars.lines[2][0].get_segments()]
+    assert segments == [[[0, 50], [0, 75]], [[200, 300], [200, top]]]
+    # nothing unresolved here, so no lower-bound marker in the legend; the target is on the loss panel
+    assert not [c for c in noise_axis.collections if c.get_label().startswith("not resolved")]
+    assert [line.get_ydata()[0] for line in loss_axis.lines if line.get_linestyle() == ":"] == [2.25]
 
 
 def test_chapter_six_figures_fit_the_column_and_say_what_they_show():

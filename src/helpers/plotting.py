@@ -538,42 +538,47 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
     return titled(figure, what, hardware)
 
 
-def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
-    """The gradient noise scale B_simple and the training loss against the training step
-    (``batchsize.noise_points``).
+def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str, target_loss: float) -> plt.Figure:
+    """The gradient noise scale B_simple (above) and the training loss (below, with the target dotted)
+    against the training step (``batchsize.noise_points``), stacked so each panel keeps the column's width.
 
     Its n clips resolve a noise scale below n only: a dashed line marks that limit. A resolved estimate is
-    a point, joined to a resolved neighbour, with its bootstrap interval as a bar where one was measured
-    (to the top of the panel where the draws bound it from below only); an unresolved one (at least n, or
-    infinite: the mean gradient lost in the noise) is a lower-bound marker (▲) on the limit, joined to
-    nothing, since its value is not known.
+    a point, joined to a resolved neighbour, with its bootstrap interval as a capped bar where one was
+    measured (to the top of the panel where the draws bound it from below only); an unresolved one (at
+    least n, or infinite: the mean gradient lost in the noise) is a lower-bound marker (▲) on the limit,
+    joined to nothing, since its value is not known.
     """
-    figure, (noise_axis, loss_axis) = plt.subplots(1, 2, figsize=(7.5, 3.4))
+    figure, (noise_axis, loss_axis) = plt.subplots(2, 1, figsize=(6.4, 5.8), sharex=True)
     samples = int(points["samples"].max())
     ok = batchsize.resolved(points)
     # NaN breaks the line: resolved points are joined only to resolved neighbours
-    noise_axis.plot(points["step"], points["b_simple"].where(ok), marker="o", color="C0",
-                    label="B_simple, resolved")  # fmt: skip
+    noise_axis.plot(points["step"], points["b_simple"].where(ok), marker="o", markersize=4, color="C0",
+                    label="B_simple, resolved", zorder=3)  # fmt: skip
     unresolved = points[~ok]
-    noise_axis.scatter(unresolved["step"], [samples] * len(unresolved), marker="^", s=70, color="C0",
-                       zorder=3, label="not resolved: B_simple > n (lower bound)")  # fmt: skip
+    if not unresolved.empty:
+        noise_axis.scatter(unresolved["step"], [samples] * len(unresolved), marker="^", s=70, color="C0",
+                           zorder=3, label="not resolved: B_simple > n (lower bound)")  # fmt: skip
     noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples:,} clips")
-    noise_axis.set(xlabel="step", ylabel="B_simple = tr(Σ)/|G|²", yscale="log")
+    noise_axis.set(ylabel="B_simple = tr(Σ)/|G|²", yscale="log")
     noise_axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 50, 100, 200: within one decade
     noise_axis.yaxis.set_major_formatter(PLAIN)
     noise_axis.yaxis.set_minor_formatter(NullFormatter())
-    bounds = pd.concat([points["b_low"], points["b_high"]])
+    bounds = pd.concat([points["b_low"][ok], points["b_high"][ok]])  # the bars drawn: resolved points
     values = [samples, *points["b_simple"].where(ok).dropna(), *bounds[bounds.map(math.isfinite)]]
-    # a decade of room above the limit n and every point: the legend sits there, covering none
+    # room above the limit n and every point for the legend, which covers none of them
     top = 12 * max(values)
     noise_axis.set_ylim(min(values) / 2, top)
     bars = points[ok & points["b_low"].notna()]
     if not bars.empty:
-        noise_axis.vlines(bars["step"], bars["b_low"], bars["b_high"].clip(upper=top), color="C0",
-                          linewidth=1.5, label="5–95 % bootstrap interval")  # fmt: skip
-    noise_axis.legend(frameon=False, fontsize="x-small", loc="upper left")
+        middle, high = bars["b_simple"], bars["b_high"].clip(upper=top)
+        noise_axis.errorbar(bars["step"], middle, yerr=[middle - bars["b_low"], high - middle], fmt="none",
+                            ecolor="C1", elinewidth=1.5, capsize=5, zorder=2,
+                            label="5–95 % bootstrap interval")  # fmt: skip
+    noise_axis.legend(frameon=True, framealpha=0.95, edgecolor="none", fontsize="small", loc="upper left")
     sns.lineplot(data=points, x="step", y="loss", marker="o", ax=loss_axis)
-    loss_axis.set(ylabel="loss on the training clips")
+    loss_axis.axhline(target_loss, linestyle=":", color="grey", label=f"target loss {target_loss:g}")
+    loss_axis.legend(frameon=False, fontsize="small", loc="upper right")
+    loss_axis.set(xlabel="step", ylabel="loss on the training clips")
     return titled(figure, what, hardware)
 
 
