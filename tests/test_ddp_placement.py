@@ -199,7 +199,7 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
         "an NCCL maintainer's figure for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about "
         "20 % of protocol overhead, stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 "
         "SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27)"
+        "NVLink SHARP, near the range's top (nccl-tests issue 272, 2024-11-27)"
     )
     assert predicted["configuration_gpus"] == 8  # the p5en.48xlarge: 4 ranks are 4 of its 8 GPUs
     assert predicted["alpha_source"] == (
@@ -235,7 +235,7 @@ def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
         "for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about 20 % of protocol overhead, "
         "stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 SXM has the same NVLink 4 "
         "and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27). Its α, "
+        "NVLink SHARP, near the range's top (nccl-tests issue 272, 2024-11-27). Its α, "
         "2.41 µs per ring step, is a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 "
         "ring steps (nccl-tests issue 123, 2022-12-14). The range takes the busbw from 270 to 480 GB/s, "
         "with α fixed."
@@ -403,7 +403,8 @@ def test_on_one_gpu_nccl_s_one_rank_is_compared_with_gloo_s_and_the_rest_said_wh
         "each), a 4 % difference. With no peer neither moves a byte between GPUs. The steps differ by 1.05 "
         "and 1.30 ms (medians of the launches; 1.05 and 1.30 ms from any Gloo launch to any NCCL one), the "
         "all-reduces as the hook timed them by 1.71 and 0.537 ms (NCCL's 0.220 and 0.00450 "
-        "against Gloo's, which stages every bucket through host memory); the hook's times overlap the rest "
+        "against Gloo's 1.93 and 0.541, which stages every bucket through host memory); the hook's times "
+        "overlap the rest "
         "of the step, so they need not add up to its difference. `LinearNet`'s NCCL rank was still getting "
         "faster in the timed steps (section 3.2's warm-up table), so its median may overstate its settled "
         "step.\n\n"

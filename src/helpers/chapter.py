@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
@@ -143,7 +144,7 @@ def check_parameters(parameters: dict) -> None:
 def start(namespace: dict) -> tuple[ResultStore, str]:
     """Check the parameters in ``namespace`` (a notebook's ``globals()``), keep float32 arithmetic off
     TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
-    style and display the chapter's "Measured on" line.
+    style (and tables' cells shown whole) and display the chapter's "Measured on" line.
 
     Returns the store and the one-line description of its hardware, for figure titles. A chapter executed
     from another machine's records (``helpers.study --from-records``) runs torch with that machine's
@@ -152,6 +153,7 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
     check_parameters(parameters_of(namespace))
     set_tf32(False)  # the study's float32, as every rank sets it (helpers.worker.prepare_rank)
     plotting.setup_style()
+    pd.set_option("display.max_colwidth", None)  # a table's sentence cells whole, never cut at 50 characters
     store = ResultStore(namespace["results_run"])
     if store.records_of:
         torch.set_num_threads(store.hardware["usable_cores"])

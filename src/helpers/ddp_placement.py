@@ -192,8 +192,9 @@ def _one_rank_gap(runs: list[tuple[dict, dict]], changes: dict, models: list[str
         "With no peer neither moves a byte between GPUs. The steps differ by "
         f"{steps} ms (medians of the launches; {spans} ms from any Gloo launch to any NCCL one), the "
         f"all-reduces as the hook timed them by {gaps} ms (NCCL's "
-        f"{listed(ms(reduced[m, 'nccl']) for m in models)} against Gloo's, which stages every bucket through "
-        "host memory); the hook's times overlap the rest of the step, so they need not add up to its "
+        f"{listed(ms(reduced[m, 'nccl']) for m in models)} against Gloo's "
+        f"{listed(ms(reduced[m, 'gloo']) for m in models)}, which stages every bucket through host memory); "
+        "the hook's times overlap the rest of the step, so they need not add up to its "
         "difference."
     )
     readings = warmup_table(runs)["reading"]
@@ -445,7 +446,7 @@ BUSBW_SOURCES = {
     "NVLink 4 (H200 SXM)": (
         *_H100_BUSBW[:2],
         ": the H200 SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, which sets the range's top (nccl-tests issue 272, 2024-11-27)",
+        "NVLink SHARP, near the range's top (nccl-tests issue 272, 2024-11-27)",
     ),
     "NVLink 4 (H100 SXM)": _H100_BUSBW,
     "NVLink 3 (A100 SXM)": (
