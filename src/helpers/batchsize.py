@@ -212,9 +212,8 @@ def gradient_noise_scale(
     }
     if groups is not None:
         gram = torch.zeros(groups, groups, dtype=torch.float64)
-        for start in range(
-            0, group_sums.shape[1], 2**20
-        ):  # float64 products, a slice of parameters at a time
+        # float64 products, a slice of 2**20 parameters at a time
+        for start in range(0, group_sums.shape[1], 2**20):
             part = group_sums[:, start : start + 2**20].double()
             gram += part @ part.T
         result["groups"] = {"samples": [len(m) for m in members], "squares": group_squares,
@@ -239,11 +238,11 @@ def noise_interval(point: dict, resamples: int = RESAMPLES, level: float = 0.90,
     |G|² = |mean|² − tr(Σ)/n by the noise the estimate takes away; left as they are, the draws centre on
     tr(Σ)/|mean|², below B_simple (at step 200 of the cpu run, 302 against 341), and in a simulation with a
     known B_simple (``tests/test_batchsize.py``) such 90 % intervals held it 61 % of the time at the cpu
-    run's size and B_simple = n/8; recentred, 91 %, and 91–99 % over other noise scales and spectra (96 %
+    run's size and B_simple = n/8; recentred, 91 %, and 91–100 % over other noise scales and spectra (96 %
     for one like the measured run's): conservative, since a draw's |G|² carries a little more noise than
-    the estimate's own. The upper end is
-    infinite when more than the upper tail of draws leave no mean gradient above the noise (|G|² ≤ 0): the
-    data then bound B_simple from below only. (nan, nan) without groups."""
+    the estimate's own. The upper end is infinite when more than the upper tail of draws leave no mean
+    gradient above the noise (|G|² ≤ 0): the data then bound B_simple from below only. (nan, nan) without
+    groups."""
     if "groups" not in point:
         return math.nan, math.nan
     counts = np.asarray(point["groups"]["samples"], dtype=float)
@@ -301,10 +300,10 @@ def interval_note(points: pd.DataFrame, resamples: int = RESAMPLES) -> str:
         "from the groups' sums, the sums the estimate itself comes from. Each draw's |G|² is moved down by "
         "the draws' mean excess over the estimate (about tr(Σ)/n: a resample takes the data's own mean "
         "gradient, noise and all, for the truth). Without that correction, 90 % intervals missed a known "
-        "noise scale far more often than 10 % of the time in simulations; with it, they held it in 91–99 % "
+        "noise scale far more often than 10 % of the time in simulations; with it, they held it in 91–100 % "
         "of them, the more the larger the noise scale: if anything, the interval is too wide. The table "
-        "gives the 5th to 95th percentile of the "
-        "draws, ∞ where more than 5 % of them leave no mean gradient above the noise. Groups rather than "
+        "gives the 5th to 95th percentile of the draws, ∞ where more than 5 % of them leave no mean "
+        "gradient above the noise. Groups rather than "
         "single clips are resampled so that memory holds one gradient per group, not one per clip; the "
         "groups are random, so they vary as the clips do."
     )
