@@ -15,7 +15,9 @@ The side of 1 decides first: a verdict is "faster" or "slower" whenever the whol
 below 1, and its text adds "by under 10 %" where the interval also lies inside ±``MATTERS`` of 1
 (measurable, but smaller than a difference that matters here: ``within_matters``); "no measurable
 difference" when the interval contains 1 and lies inside ±``MATTERS``, close enough to exclude a difference
-that matters; any other interval is "not resolved": the measurement cannot tell.
+that matters; any other interval is "not resolved": the measurement cannot tell. A ratio below 1 is stated
+as the time taken, its reciprocal ("slower, taking 2.04× as long"), so that the figure reads as its word
+does (``shown_ratio``).
 """
 
 from __future__ import annotations
