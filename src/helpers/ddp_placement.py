@@ -562,8 +562,8 @@ def ranks_reading(rows: list[dict], where: Placement) -> str:
 
 def nccl_reading(rows: list[dict], where: Placement) -> str:
     """NCCL's predicted all-reduce (``nccl_prediction``) beside the one measured here: what it assumes of
-    the GPUs and their link and its central figures; then, a paragraph of its own, the formula and its
-    inputs with their sources and the band over the link's bus bandwidths; or why there is none."""
+    the GPUs and their link, its central figures and their band over the link's bus bandwidths; then, a
+    paragraph of its own, the formula and its inputs with their sources; or why there is none."""
     predicted = [r for r in rows if r["nccl"]]
     if not predicted:
         if where.gpu_name is None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pandas as pd
 import torch
 
-from helpers.stats import describe_speedup, listed, speedup
+from helpers.stats import describe_speedup, listed, shown_ratio, speedup
 from helpers.train import check_positive, milliseconds, pick_device, time_training_steps
 from helpers.worker import set_tf32
 
@@ -148,8 +148,8 @@ def settings_sentence(comparison: dict) -> str:
         if groups["not resolved"]:
             parts.append(listed(LABELS[s] for s in groups["not resolved"]) + " not resolved against the "
                          "spread of its steps")  # fmt: skip
-        if groups["slower"]:  # as the time taken, so that the figure reads the way the word does
-            longer = listed(f"{1 / mine[s]['speedup']:.2f}×" for s in groups["slower"])
+        if groups["slower"]:  # as the time taken (stats.shown_ratio), as every slower verdict is said
+            longer = listed(f"{shown_ratio(mine[s])[0]:.2f}×" for s in groups["slower"])
             parts.append(f"{listed(LABELS[s] for s in groups['slower'])} slower, taking {longer} as long")
         steps = comparison["steps"].query("model == @model and setting == 'float32'")["seconds"]
         said.append(
