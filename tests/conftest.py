@@ -4,6 +4,7 @@ and results."""
 import contextlib
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def fsdd(recordings, tmp_path_factory):
 
 
 WORKER_MODULES = (
-    "torch.distributed.run", "helpers.ddp", "helpers.lightning_ddp", "helpers.collectives.tasks",
-    "helpers.sharding.tasks",
+    "torch.distributed.run", "helpers.torchrun", "helpers.ddp", "helpers.lightning_ddp",
+    "helpers.collectives.tasks", "helpers.sharding.tasks", "helpers.advise.validate",
 )  # fmt: skip
 # Launches inherit the test's environment, and an orphaned worker keeps it: this variable tells one
 # test's launches from any other run's (a notebook or another test session running beside it).
@@ -113,6 +114,28 @@ def shared_launches(what: str):
         patch.setenv(TEST_TAG, tag)
         yield
     assert not worker_processes(tag), f"{what} left processes behind"
+
+
+# The two-rank LinearNet run the launcher's tests and the Lightning tests both launch.
+LAUNCH_CONFIG = dict(
+    backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=40, test_samples=20,
+    global_batch_size=20, epochs=2, optimizer="adam", lr=1e-3, bucket_cap_mb=25, timeout_seconds=60,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def plain_launch(recordings, tmp_path_factory) -> tuple[list[dict], list[Path]]:
+    """``LAUNCH_CONFIG`` launched once on two ranks with no output folder given, so that the launcher
+    makes a temporary one: the results, and what is left in the temporary folders' parent after it (the
+    launcher's test reads the second, Lightning's parity test the first). It must leave no process
+    behind."""
+    from helpers import launch
+
+    parent = tmp_path_factory.mktemp("temporary")
+    with shared_launches("the plain launch"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(parent))
+        results = launch.launch(LAUNCH_CONFIG, 2, time_limit_seconds=120)
+    return results, sorted(parent.iterdir())
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from conftest import LAUNCH_CONFIG
 
 from helpers import launch, lightning_ddp, models, worker
 from helpers.results import ResultStore
@@ -11,15 +12,12 @@ from helpers.results import ResultStore
 # Every test that launches Lightning needs it; the one for when it is absent fakes its absence.
 needs_lightning = pytest.mark.skipif(not lightning_ddp.available(), reason="lightning is not installed")
 
-CONFIG = dict(
-    backend="gloo", device="cpu", model="LinearNet", seed=0, train_samples=40, test_samples=20,
-    global_batch_size=20, epochs=2, optimizer="adam", lr=1e-3, bucket_cap_mb=25, timeout_seconds=60,
-)  # fmt: skip
+CONFIG = LAUNCH_CONFIG
 
 
 @pytest.mark.usefixtures("recordings", "no_leftovers")
 @needs_lightning
-def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
+def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path, plain_launch):
     results = launch.launch(
         CONFIG, 2, module=lightning_ddp.MODULE, time_limit_seconds=120, output=tmp_path / "lightning"
     )
@@ -42,8 +40,9 @@ def test_lightning_trains_exactly_like_the_hand_written_worker(tmp_path):
         assert [len(step) for step in result["bucket_seconds_per_step"]] == [1] * 4
         assert all(0 < seconds < 60 for step in result["bucket_seconds_per_step"] for seconds in step)
 
-    # Same seed, weights, sampler, batches and optimizer: the same numbers as helpers.ddp.
-    by_hand = launch.launch(CONFIG, 2, time_limit_seconds=120, output=tmp_path / "ddp")
+    # Same seed, weights, sampler, batches and optimizer: the same numbers as helpers.ddp (its launch of
+    # CONFIG, shared with the launcher's tests).
+    by_hand, _ = plain_launch
     for lightning_rank, hand_rank in zip(results, by_hand, strict=True):
         for ours, theirs in zip(lightning_rank["history"], hand_rank["history"], strict=True):
             assert ours["step_losses"] == pytest.approx(theirs["step_losses"], rel=1e-5)

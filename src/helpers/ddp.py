@@ -1,10 +1,11 @@
 """DistributedDataParallel training worker, one process per rank, started by torchrun (chapter 3).
 
 ``python -m torch.distributed.run --nproc-per-node K -m helpers.ddp --config C --output DIR`` is how
-practitioners run it; ``helpers.launch`` does exactly that with a free rendezvous port, a wall-clock
-limit and clean-up. Each rank reads its settings from the JSON file ``C`` and writes
-``DIR/rank<r>.json`` (atomically) with its traffic and, on rank 0, the training history. A rank that
-fails writes ``DIR/rank<r>.error`` first, so that the launcher can name it.
+practitioners run it; ``helpers.launch`` does the same through ``helpers.torchrun`` (torchrun, ended
+without Python's teardown) with a free rendezvous port, a wall-clock limit and clean-up. Each rank reads
+its settings from the JSON file ``C`` and writes ``DIR/rank<r>.json`` (atomically) with its traffic and,
+on rank 0, the training history. A rank that fails writes ``DIR/rank<r>.error`` first, so that the
+launcher can name it.
 
 A DDP communication hook records the bytes of every gradient bucket that is all-reduced (for float32
 gradients their sum per step is exactly the model's parameter bytes) and how long each bucket's
@@ -21,6 +22,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 import torch
@@ -272,7 +274,7 @@ def train_rank(config: dict, output: Path) -> None:
         )  # fmt: skip
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point for torchrun: ``-m helpers.ddp --config CONFIG.json --output DIR``."""
     return worker_main(train_rank, main.__doc__)
 

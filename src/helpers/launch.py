@@ -1,9 +1,10 @@
 """Launch worker modules with torchrun, safely: the parent side (chapter 3; chapter 4 reuses it).
 
 ``launch`` checks the request before starting anything (NCCL needs one GPU per rank: it refuses two
-ranks on one GPU), then runs ``python -m torch.distributed.run --standalone`` — whose rendezvous takes
-a free port, so two launches never collide — with per-rank logs, a wall-clock limit and clean-up of
-every process on error, interrupt or timeout. Results come back through the files the ranks write
+ranks on one GPU), then runs torchrun standalone — whose rendezvous takes a free port, so two launches
+never collide — with per-rank logs, a wall-clock limit and clean-up of every process on error, interrupt
+or timeout. torchrun is started as ``python -m helpers.torchrun``: torchrun itself, ended without
+Python's teardown once it succeeded. Results come back through the files the ranks write
 (``helpers.worker``), never through their console output; torchrun's own report is kept in the run's
 folder, so that a rank killed by a signal is named with the signal.
 """
@@ -139,10 +140,11 @@ def torchrun_command(
     rendezvous: list[str],
     module: str = "helpers.ddp",
 ) -> list:
-    """The torchrun command line for ``world_size`` local ranks of the worker ``module``."""
+    """The torchrun command line for ``world_size`` local ranks of the worker ``module``; torchrun polls
+    its ranks every 0.1 s (its default), so that it notices their end within a tenth of a second."""
     return [
-        sys.executable, "-m", "torch.distributed.run", *rendezvous,
-        f"--nproc-per-node={world_size}", "--max-restarts=0", "--monitor-interval=0.5",
+        sys.executable, "-m", "helpers.torchrun", *rendezvous,
+        f"--nproc-per-node={world_size}", "--max-restarts=0", "--monitor-interval=0.1",
         "--log-dir", str(logs), "--redirects", "3",
         "-m", module, "--config", str(config_path), "--output", str(output),
     ]  # fmt: skip

@@ -6,7 +6,8 @@ one-liner of the seed passed and the single-process DataParallel strategy (``str
 ``one_liner_status`` asks the installed Lightning what it says to each of them today.
 
 ``python -m torch.distributed.run --nproc-per-node K -m helpers.lightning_ddp --config C --output DIR``
-runs it; ``helpers.launch.launch(config, K, module="helpers.lightning_ddp")`` does exactly that. Lightning
+runs it; ``helpers.launch.launch(config, K, module="helpers.lightning_ddp")`` does the same through
+``helpers.torchrun``. Lightning
 recognises torchrun's environment variables (its ``TorchElasticEnvironment``), so it starts no processes
 of its own: each rank builds a ``Trainer`` with ``devices=LOCAL_WORLD_SIZE`` and joins the process group.
 Model, data, seed, optimizer, per-rank batch, the sampler (``helpers.ddp.GlobalBatchSampler``, given to
@@ -26,6 +27,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 import torch
@@ -310,7 +312,7 @@ def train_rank(config: dict, output: Path) -> None:
         torch.distributed.destroy_process_group()
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point for torchrun: ``-m helpers.lightning_ddp --config CONFIG.json --output DIR``."""
     return worker_main(train_rank, main.__doc__)
 

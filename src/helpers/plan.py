@@ -35,8 +35,8 @@ from helpers.sharding.memory import per_rank_bytes
 ASSUMPTIONS = {
     "launch start-up, s": (
         12.0,
-        "torchrun, interpreter and torch import, communicator, decoded clips read: 5.3 s for one Gloo rank "
-        "and 5.7-6.5 s for two measured on this 2-core machine (2026-11-24); a CUDA context and NCCL's "
+        "torchrun, interpreter and torch import, communicator, decoded clips read: 4.0 s for one Gloo rank "
+        "and 4.4-4.7 s for two measured on this 2-core machine (2026-11-28); a CUDA context and NCCL's "
         "communicator add a few seconds per rank",
     ),
     "chapter start-up, s": (30.0, "papermill's kernel, imports, the decoded data set"),

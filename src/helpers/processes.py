@@ -1,9 +1,15 @@
-"""Child processes that always end: whole-tree termination (study runner, chapter 3's launcher)."""
+"""Child processes that always end: whole-tree termination (study runner, chapter 3's launcher), and a
+launch's own processes ending at once when their work is done."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import logging
+import os
 import subprocess
+import sys
+from typing import NoReturn
 
 import psutil
 
@@ -29,3 +35,19 @@ def stop_process_tree(process: subprocess.Popen, grace_seconds: float = 10) -> N
         with contextlib.suppress(psutil.NoSuchProcess):
             member.kill()
     process.wait()
+
+
+def end_process() -> NoReturn:
+    """Exit at once with status 0: for a launch's processes (torchrun's agent, every rank) once their
+    results are written and their process group left.
+
+    Python's orderly teardown of the modules torch loads takes about half a second on a 2-core machine,
+    paid by every rank and by the agent of every launch, one after the other. Python's standard streams,
+    its log handlers and the C library's stdio buffers (C++ code's output) are flushed first; then the
+    process ends without tearing its modules down or running exit handlers (``os._exit``).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    ctypes.CDLL(None).fflush(None)  # every C stdio stream
+    os._exit(0)

@@ -16,11 +16,13 @@ import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
 
 from helpers.hardware import gpu_count, usable_cores
+from helpers.processes import end_process
 from helpers.results import write_json_atomically
 
 MAX_TIMEOUT_SECONDS = 120  # every process group times out within 2 minutes
@@ -169,11 +171,14 @@ def write_rank_result(output: Path, rank: int, world_size: int, config: dict, de
     write_json_atomically(output / f"rank{rank}.json", {**header, **result})
 
 
-def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int:
+def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> NoReturn:
     """The entry point every worker module shares: ``-m MODULE --config CONFIG.json --output DIR``.
 
     ``run_rank(config, output)`` does the rank's work and writes ``DIR/rank<r>.json``; if it raises,
-    ``DIR/rank<r>.error`` gets the traceback first, so that the launcher can name the rank.
+    ``DIR/rank<r>.error`` gets the traceback first, so that the launcher can name the rank. On success the
+    process ends at once (``processes.end_process``: ``os._exit``, no exit handlers): a rank's process
+    only, never to be called in a process that has more to do, and a worker must have written and closed
+    everything it keeps before ``run_rank`` returns.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--config", required=True, type=Path)
@@ -184,4 +189,4 @@ def worker_main(run_rank: Callable[[dict, Path], None], description: str) -> int
     except Exception:
         write_rank_error(args.output)
         raise
-    return 0
+    end_process()

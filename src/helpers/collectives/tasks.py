@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -473,7 +474,7 @@ def run_rank(config: dict, output: Path) -> None:
         )  # fmt: skip
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point for torchrun: ``-m helpers.collectives.tasks --config CONFIG.json --output DIR``."""
     return worker_main(run_rank, main.__doc__)
 

@@ -25,6 +25,7 @@ import functools
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -208,7 +209,7 @@ def train_run(config: dict, rank: int, world_size: int, device: torch.device, ou
             "held_bytes": {**held, "parameters_in_step": held_in_step}}  # fmt: skip
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point for torchrun: ``-m helpers.sharding.tasks --config CONFIG.json --output DIR``."""
     return worker_main(train_rank, main.__doc__)
 
