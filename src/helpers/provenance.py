@@ -12,10 +12,10 @@ GPU edition where it was executed, else the CPU edition) into ``book/_toc.yml``,
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-import nbformat
 import yaml
 from IPython.display import Markdown
 
@@ -78,11 +78,16 @@ TOC_HEADER = (
 )
 
 
+def study_metadata(path: Path) -> dict:
+    """The ``study`` metadata the runner wrote into an executed chapter ({} where it is not there): read as
+    the JSON it is, since every chapter's kernel imports this module and nbformat's validator takes a
+    second to import."""
+    return json.loads(path.read_text())["metadata"].get("study", {}) if path.exists() else {}
+
+
 def finished(path: Path) -> bool:
     """Whether ``path`` is a chapter the study runner executed to the end."""
-    return path.exists() and nbformat.read(path, as_version=4).metadata.get("study", {}).get("status") == (
-        "finished"
-    )
+    return study_metadata(path).get("status") == "finished"
 
 
 def published(edition: str = "auto") -> list[Path]:
@@ -272,10 +277,7 @@ def measured_when(study: dict) -> str:
 
 def chapter_studies() -> list[tuple[Path, dict]]:
     """The book's chapters (``toc_chapters``) with their ``study`` metadata ({} where not executed yet)."""
-    return [
-        (path, nbformat.read(path, as_version=4).metadata.get("study", {}) if path.exists() else {})
-        for path in toc_chapters()
-    ]
+    return [(path, study_metadata(path)) for path in toc_chapters()]
 
 
 def chapter_list(numbers: list[int]) -> str:
