@@ -136,11 +136,20 @@ def test_the_digest_of_a_model_s_costs_is_the_same_in_every_process():
         "from helpers.advise import counting, examples;"
         "print(counting.count(examples.wave_transformer(), (1, 12000), label='w').name)"
     )
-    names = {
-        subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": seed},
-                       capture_output=True, text=True, check=True, timeout=300).stdout.strip()
+    processes = [  # started together: each spends seconds importing torch
+        subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": seed},
+                         stdout=subprocess.PIPE, text=True)
         for seed in ("1", "2", "4")
-    }  # fmt: skip
+    ]  # fmt: skip
+    names = set()
+    try:
+        for process in processes:
+            out, _ = process.communicate(timeout=300)
+            assert process.returncode == 0
+            names.add(out.strip())
+    finally:
+        for process in processes:
+            process.kill()
     assert len(names) == 1 and next(iter(names)).startswith("w [")
 
 

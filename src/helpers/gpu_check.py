@@ -99,6 +99,7 @@ def assert_equal_parameters(ours: list[torch.Tensor], reference: list[torch.Tens
 
 TIMING_BATCHES = (8, 64)  # two batches: chapter 5 draws the GPU's step line (slope, fixed cost) through them
 CPU_TIMING_BATCHES = (2, 4)  # the same code on a CPU (the tests' plan), at batches that take a second
+PROFILE_BATCH, CPU_PROFILE_BATCH = 8, 2  # the profiled step's batch on a GPU, and on a CPU (the tests')
 
 
 def check_training_step(model_name: str, device: str, batches=TIMING_BATCHES) -> tuple[str, dict]:
@@ -136,11 +137,11 @@ def check_bf16(model_name: str, device: str) -> str:
     return f"loss {losses[torch.bfloat16]:.4f} (bf16) against {losses[None]:.4f} (float32)"
 
 
-def check_profiler(model_name: str, device: str) -> str:
+def check_profiler(model_name: str, device: str, batch_size: int = PROFILE_BATCH) -> str:
     """torch.profiler sees the step's work on the device's clock (kernels on a GPU), and each phase its
     own CUDA-event time. On a GPU the profiler's table is kept (``key-averages-<model>.json`` beside the
     check's record): a real CUDA trace for ``tests/test_profiling.py``, which has only a hand-built one."""
-    result = profiling.profile_training_step(model_name, synthetic(), batch_size=8, device=device)
+    result = profiling.profile_training_step(model_name, synthetic(), batch_size=batch_size, device=device)
     seconds = result["device_seconds"] if device != "cpu" else result["host_seconds"]
     if not seconds or seconds <= 0:
         raise CheckFailed(f"no time on the device's clock: {result['device_seconds']!r}")
@@ -371,11 +372,12 @@ def planned_checks(gpus: int, device: str = "cuda", machine: Machine | None = No
         return [ours] if (backend, device) == ("gloo", "cpu") else [ours, reference]
 
     timing = TIMING_BATCHES if device == "cuda" else CPU_TIMING_BATCHES  # the CPU's plan is the tests'
+    profiled = PROFILE_BATCH if device == "cuda" else CPU_PROFILE_BATCH
     for name in models.MODELS:
         add(f"training step, {name}", "parameters after one SGD step against the CPU's",
             check_training_step, name, first, timing)  # fmt: skip
         add(f"bf16 autocast, {name}", "loss against float32", check_bf16, name, first)
-        add(f"profiler trace, {name}", "device time recorded", check_profiler, name, first)
+        add(f"profiler trace, {name}", "device time recorded", check_profiler, name, first, profiled)
         if device == "cuda":
             add(f"memory, {name}", "bytes per sample held after forward against chapter 1's count",
                 check_memory, name, first, window=memory_window(name)[1:])  # fmt: skip
