@@ -259,16 +259,18 @@ def test_where_bf16_loses_its_time():
     assert said.endswith("the largest change is in the convolutions (-500 ms)")
     small = profiles.assign(seconds=[0.01, 0.1, 0.0, 0.2, 0.005, 0.1, 0.0, 0.2])
     assert profiling.explain_precision(small, "ConvNet").endswith("in the convolutions (-5.0 ms)")
-    # the profiled totals, 1.3 s in float32 and 20.6 s in bf16 (0.06x), against what the timed steps say
+    # the profiled totals, 1.3 s in float32 and 20.6 s in bf16 (a speed-up of 0.06x: 20.6 / 1.3 = 15.85 times
+    # as long), against what the timed steps say; a speed-up below 1 is said as the time taken (1 / 0.07 =
+    # 14.29, its interval's ends 1 / 0.08 = 12.50 and 1 / 0.05 = 20.00), as the chapter's sentence says it
     inside = {"speedup": 0.07, "low": 0.05, "high": 0.08, "verdict": "slower"}
     assert profiling.explain_precision(profiles, "ConvNet", inside).endswith(
-        "; the profiled totals (1,300 ms in float32, 20,600 ms in bf16: 0.06×) agree with the timed steps' "
-        "0.07× (0.05–0.08×)"
+        "; the profiled totals (1,300 ms in float32, 20,600 ms in bf16: taking 15.85× as long) agree with "
+        "the timed steps, taking 14.29× as long (12.50–20.00×)"
     )
     outside = {"speedup": 1.06, "low": 0.98, "high": 1.18, "verdict": "not resolved"}
     assert profiling.explain_precision(profiles, "ConvNet", outside).endswith(
-        "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: 0.06×) do not reproduce the "
-        "timed steps' 1.06× (0.98–1.18×), so this profile does not explain it"
+        "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: taking 15.85× as long) do not "
+        "reproduce the timed steps, 1.06× (0.98–1.18×), so this profile does not explain it"
     )
     assert "conversions and copies added under 1 ms" in profiling.explain_precision(
         profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 0.0004, 0.2]), "ConvNet"

@@ -92,8 +92,8 @@ def test_rounds_interleave_and_each_model_is_held_against_its_own_float32(tmp_pa
     )
     assert len(order) == 12 and again["steps"].equals(found["steps"])
     table = renter_settings.settings_table(found)
-    assert table.loc[("B", "bf16 autocast"), "speed-up over strict float32"] == "faster, 3.96× (3.75–4.19×)"
-    assert table.loc[("A", "strict float32 (the study's)"), "speed-up over strict float32"] == "—"
+    assert table.loc[("B", "bf16 autocast"), "against strict float32"] == "faster, 3.96× (3.75–4.19×)"
+    assert table.loc[("A", "strict float32 (the study's)"), "against strict float32"] == "—"
     sentence = renter_settings.settings_sentence(found)
     assert sentence.startswith(
         "`A`, a strict float32 step of 10.4 ms (10.1–10.7, 8 steps): bf16 autocast 1.98× faster; fused Adam "

@@ -170,6 +170,10 @@ def test_a_chapter_read_from_a_gpu_machines_records_picks_its_gpu(monkeypatch):
     assert hardware.usable_cores() == 16 and hardware.gpu_name() == "NVIDIA H200"
     assert hardware.bf16_units("cuda:0") == "this GPU has bf16 tensor cores"
     assert hardware.Machine.here().gpus == 1 and hardware.peer_access() == []
+    # its CPU is another processor than this one: its flags were not kept, so nothing is claimed of them
+    monkeypatch.setattr(hardware, "cpu_model", lambda: "this machine's processor")
+    unknown = "whether the recorded machine's CPU (a Xeon) has bf16 units was not recorded"
+    assert hardware.bf16_units("cpu") == unknown
 
 
 def test_chance_is_a_binomial_standard_error_away():

@@ -93,7 +93,7 @@ def bf16_units(device: str = "cpu") -> str:
             major, _ = torch.cuda.get_device_capability(torch.device(device))
         return "this GPU has bf16 tensor cores" if major >= 8 else "this GPU has no bf16 tensor cores"
     if recorded and recorded["cpu_model"] != cpu_model():
-        return f"whether the {recorded['cpu_model']} has bf16 units was not recorded"
+        return f"whether the recorded machine's CPU ({recorded['cpu_model']}) has bf16 units was not recorded"
     flags = set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as cpuinfo:

@@ -23,7 +23,7 @@ from torch.utils.data import TensorDataset
 from helpers.ddp import significant
 from helpers.models import build_model
 from helpers.phase_clock import PHASES, PhaseClock
-from helpers.stats import MATTERS, Spread, speedup, spread
+from helpers.stats import MATTERS, Spread, shown_ratio, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
@@ -534,12 +534,17 @@ def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = N
         return text
     totals = rows.sum()
     ratio = totals["float32"] / totals["bf16"]
+
+    def read(speedup: float) -> str:  # a ratio below 1 as the time taken, as the timed steps are said
+        return f"{speedup:.2f}×" if speedup >= 1 else f"taking {1 / speedup:.2f}× as long"
+
     said = (f"the profiled totals ({significant(totals['float32'] * 1e3)} ms in float32, "
-            f"{significant(totals['bf16'] * 1e3)} ms in bf16: {ratio:.2f}×)")  # fmt: skip
-    interval = f"{timed['speedup']:.2f}× ({timed['low']:.2f}–{timed['high']:.2f}×)"
+            f"{significant(totals['bf16'] * 1e3)} ms in bf16: {read(ratio)})")  # fmt: skip
+    _, low, high = shown_ratio(timed)
+    interval = f"{read(timed['speedup'])} ({low:.2f}–{high:.2f}×)"
     if timed["low"] <= ratio <= timed["high"]:
-        return text + f"; {said} agree with the timed steps' {interval}"
+        return text + f"; {said} agree with the timed steps, {interval}"
     return (
         text
-        + f"; but {said} do not reproduce the timed steps' {interval}, so this profile does not explain it"
+        + f"; but {said} do not reproduce the timed steps, {interval}, so this profile does not explain it"
     )

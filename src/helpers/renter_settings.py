@@ -118,13 +118,14 @@ def settings_comparison(store, models, train_set, settings: list[str], rounds: i
 
 def settings_table(comparison: dict) -> pd.DataFrame:
     """``settings_comparison`` to read: per model and setting, the median step with the fastest and slowest
-    of every round's timed steps, and the speed-up over the strict float32 with its verdict."""
+    of every round's timed steps, and its verdict against the strict float32 with the ratio (a speed-up, or
+    below 1 the time taken: ``stats.describe_speedup``)."""
     rows = []
     for (model, setting), group in comparison["steps"].groupby(["model", "setting"], sort=False):
         change = comparison["speedups"].get((model, setting))
         rows.append({"model": model, "setting": LABELS[setting],
                      "step (ms)": milliseconds(group["seconds"].tolist(), unit=""),
-                     "speed-up over strict float32":
+                     "against strict float32":
                          describe_speedup(change) if change else "—"})  # fmt: skip
     return pd.DataFrame(rows).set_index(["model", "setting"])
 
