@@ -22,7 +22,7 @@ from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
 from helpers.ddp import ms, significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
-from helpers.stats import MATTERS, describe_speedup, interval_digits, shown_ratio, speedup
+from helpers.stats import MATTERS, describe_speedup, interval_digits, ratio_words, shown_ratio, speedup
 from helpers.train import milliseconds, stored_step_timing
 from helpers.train import sweep_table as train_sweep_table
 
@@ -164,9 +164,8 @@ def _ratio_text(comparison: dict) -> str:
     """A comparison's ratio as the table says it (``stats.shown_ratio``): "1.05×", or below 1 the time it
     takes, "1.12× as long", with the decimals its interval needs (``stats.interval_digits``)."""
     said = {"speedup": comparison["ratio"], "low": comparison["low"], "high": comparison["high"]}
-    ratio, low, high = shown_ratio(said)
-    digits = interval_digits(comparison["verdict"], low, high)
-    return f"{ratio:.{digits}f}×" + (" as long" if comparison["ratio"] < 1 else "")
+    _, low, high = shown_ratio(said)
+    return ratio_words(comparison["ratio"], interval_digits(comparison["verdict"], low, high))
 
 
 def consistency_sentence(consistency: dict, most_named: int = 4) -> str:

@@ -23,7 +23,7 @@ from torch.utils.data import TensorDataset
 from helpers.ddp import significant
 from helpers.models import build_model
 from helpers.phase_clock import PHASES, PhaseClock
-from helpers.stats import MATTERS, Spread, shown_ratio, speedup, spread
+from helpers.stats import MATTERS, Spread, ratio_words, shown_ratio, speedup, spread
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
@@ -536,7 +536,7 @@ def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = N
     ratio = totals["float32"] / totals["bf16"]
 
     def read(speedup: float) -> str:  # a ratio below 1 as the time taken, as the timed steps are said
-        return f"{speedup:.2f}×" if speedup >= 1 else f"taking {1 / speedup:.2f}× as long"
+        return ("taking " if speedup < 1 else "") + ratio_words(speedup)
 
     said = (f"the profiled totals ({significant(totals['float32'] * 1e3)} ms in float32, "
             f"{significant(totals['bf16'] * 1e3)} ms in bf16: {read(ratio)})")  # fmt: skip

@@ -205,6 +205,13 @@ def shown_ratio(result: dict) -> tuple[float, float, float]:
     return (1 / ratio, 1 / high, 1 / low) if ratio < 1 else (ratio, low, high)
 
 
+def ratio_words(speedup: float, digits: int = 2, per: str = "") -> str:
+    """A speed-up as the book says it (``shown_ratio``): "1.52×" from 1 up, and below 1 the time taken,
+    "1.20× as long" (``per``: what that time is of, " per sample"; ``describe_speedup`` puts "taking"
+    before it)."""
+    return f"{speedup:.{digits}f}×" if speedup >= 1 else f"{1 / speedup:.{digits}f}× as long{per}"
+
+
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: str = "") -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
     (0.74–1.90×, 3 launches each)``; a speed-up below 1 as the time taken (``shown_ratio``), so that the
@@ -214,8 +221,7 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: s
     (an independent launch, a round of measurements); ``per`` what the time taken is of, where a speed-up
     is a rate (" per sample"). An interval wholly on one side of 1 gets the decimals it needs not to print
     as touching 1 (1.003–1.040×, not 1.00–1.04×)."""
-    ratio, low, high = shown_ratio(result)
-    slower = result["speedup"] < 1
+    _, low, high = shown_ratio(result)
     digits = interval_digits(result["verdict"], low, high, digits)
     interval = interval_text(low, high, result["verdict"], digits)
     launches = result.get("launches")
@@ -227,6 +233,5 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: s
         )
         interval += f", {counted}"
     said = verdict_words(result["verdict"], result["low"], result["high"])
-    if slower:
-        return f"{said}, taking {ratio:.{digits}f}× as long{per} ({interval})"
-    return f"{said}, {ratio:.{digits}f}× ({interval})"
+    taking = "taking " if result["speedup"] < 1 else ""
+    return f"{said}, {taking}{ratio_words(result['speedup'], digits, per)} ({interval})"
