@@ -1,7 +1,7 @@
 """Shared fixtures: the real FSDD recordings, synthetic clips of their shape, and throwaway folders for caches
 and results."""
 
-import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -16,6 +16,9 @@ from torch.utils.data import TensorDataset
 from helpers import data
 from helpers.data import DatasetError, find_recordings
 
+# Why ``recordings`` skips: the one skip a shared launch may take (``lost_shared_launch``).
+NO_RECORDINGS = "FSDD recordings not available"
+
 
 @pytest.fixture(scope="session")
 def recordings() -> Path:
@@ -25,7 +28,7 @@ def recordings() -> Path:
     except DatasetError as error:
         if os.environ.get("CI"):
             raise
-        pytest.skip(f"FSDD recordings not available: {error}")
+        pytest.skip(f"{NO_RECORDINGS}: {error}")
 
 
 def link_or_copy(source: str, destination: str) -> None:
@@ -105,15 +108,51 @@ def no_leftovers(monkeypatch):
     assert not worker_processes(tag), "a launch left processes behind"
 
 
-@contextlib.contextmanager
-def shared_launches(what: str):
-    """For a fixture that launches once for many tests: its launches run under a tag of their own (the
-    environment restored after) and must leave no process behind (``no_leftovers`` does this per test)."""
-    tag = uuid.uuid4().hex
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(TEST_TAG, tag)
-        yield
-    assert not worker_processes(tag), f"{what} left processes behind"
+# The fixtures that launch once for many tests (issue 39), by name: a test reading one must not skip.
+SHARED_LAUNCHES: set[str] = set()
+
+
+def shared_launch(scope: str = "session"):
+    """A fixture that launches once for the tests that only read its run. Its launches run under a tag of
+    their own (the environment restored after) and must leave no process behind (``no_leftovers`` does
+    this per test); and a test that reads it fails, rather than skips, when it does not run
+    (``pytest_runtest_makereport``), so that sharing a launch never quietly loses its assertions."""
+
+    def register(function):
+        @functools.wraps(function)
+        def launched(*args, **kwargs):
+            tag = uuid.uuid4().hex
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv(TEST_TAG, tag)
+                result = function(*args, **kwargs)
+            assert not worker_processes(tag), f"{function.__name__} left processes behind"
+            return result
+
+        SHARED_LAUNCHES.add(function.__name__)
+        return pytest.fixture(scope=scope)(launched)
+
+    return register
+
+
+def lost_shared_launch(report: pytest.TestReport, fixtures: list[str]) -> str | None:
+    """Why ``report`` must fail instead of skip: it reads a shared launch that did not run, for a reason
+    other than ``NO_RECORDINGS``; None when it ran, or took no shared launch."""
+    shared = sorted(SHARED_LAUNCHES.intersection(fixtures))
+    if not (report.skipped and shared):
+        return None
+    reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if NO_RECORDINGS in reason:
+        return None
+    return f"the shared launch {', '.join(shared)} did not run ({reason}): its tests' assertions are lost"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    lost = lost_shared_launch(report, getattr(item, "fixturenames", []))
+    if lost:
+        report.outcome, report.longrepr = "failed", lost
+    return report
 
 
 # The two-rank LinearNet run the launcher's tests and the Lightning tests both launch.
@@ -123,7 +162,7 @@ LAUNCH_CONFIG = dict(
 )  # fmt: skip
 
 
-@pytest.fixture(scope="session")
+@shared_launch()
 def plain_launch(recordings, tmp_path_factory) -> tuple[list[dict], list[Path]]:
     """``LAUNCH_CONFIG`` launched once on two ranks with no output folder given, so that the launcher
     makes a temporary one: the results, and what is left in the temporary folders' parent after it (the
@@ -132,13 +171,13 @@ def plain_launch(recordings, tmp_path_factory) -> tuple[list[dict], list[Path]]:
     from helpers import launch
 
     parent = tmp_path_factory.mktemp("temporary")
-    with shared_launches("the plain launch"), pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(parent))
         results = launch.launch(LAUNCH_CONFIG, 2, time_limit_seconds=120)
     return results, sorted(parent.iterdir())
 
 
-@pytest.fixture(scope="session")
+@shared_launch()
 def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
     """One launch of two torchrun "nodes" of one CPU rank each on this machine (its folder and results),
     shared by the tests that only read it; it must leave no process behind."""
@@ -149,9 +188,7 @@ def two_node_launch(recordings, tmp_path_factory) -> tuple[Path, list[dict]]:
         global_batch_size=4, epochs=1, optimizer="sgd", lr=0.1, bucket_cap_mb=25, timeout_seconds=60,
     )  # fmt: skip
     output = tmp_path_factory.mktemp("two-nodes")
-    with shared_launches("the two-node launch"):
-        results = launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=output)
-    return output, results
+    return output, launch.launch(config, 2, nodes=2, time_limit_seconds=120, output=output)
 
 
 @pytest.fixture(scope="session")

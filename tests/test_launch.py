@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import TEST_TAG, shared_launches, worker_processes
+from conftest import TEST_TAG, shared_launch, worker_processes
 
 from helpers import ddp, hardware, launch, lightning_ddp, models, worker
 
@@ -42,14 +42,12 @@ BUCKETS = {("LinearNet", 25): [48_408_880], ("LinearNet", 0.25): [404_880, 48_00
 FOLLOWED = {**CONFIG, "optimizer": "sgd", "lr": 0.05, "epochs": 2}
 
 
-@pytest.fixture(scope="module")
+@shared_launch(scope="module")
 def followed(recordings, tmp_path_factory) -> dict[int, list[dict]]:
     """``FOLLOWED`` launched on one rank and on two, once for the module: {ranks: results}. Like every
     launch here it must leave no process behind."""
-    with shared_launches("a launch"):
-        runs = {k: launch.launch(FOLLOWED, k, time_limit_seconds=120, output=tmp_path_factory.mktemp(f"f{k}"))
-                for k in (1, 2)}  # fmt: skip
-    return runs
+    return {k: launch.launch(FOLLOWED, k, time_limit_seconds=120, output=tmp_path_factory.mktemp(f"f{k}"))
+            for k in (1, 2)}  # fmt: skip
 
 
 def launched_for_bytes(model: str, bucket_cap_mb: float, request, output: Path) -> list[dict]:

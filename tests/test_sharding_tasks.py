@@ -4,7 +4,7 @@ arithmetic, the collectives counted equal the expected ones, and the losses equa
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import shared_launches
+from conftest import shared_launch
 
 from helpers.sharding import runs, tasks
 
@@ -14,14 +14,12 @@ SETTINGS = {"train_samples": 16, "global_batch_size": 8, "steps": 3}
 MODELS = ("LinearNet", "ConvNet")
 
 
-@pytest.fixture(scope="module")
+@shared_launch(scope="module")
 def series(recordings) -> list[dict]:
     """Every strategy of both models, in one launch of two Gloo ranks (``runs.run_sharding_series``): a
     check of bytes and losses needs no independent launches. It must leave no process behind."""
-    with shared_launches("the launch"):
-        runs_ = [{"model": model, "strategy": strategy} for model in MODELS for strategy in tasks.STRATEGIES]
-        records = runs.run_sharding_series(2, runs_, time_limit_seconds=300, **SETTINGS)
-    return records
+    runs_ = [{"model": model, "strategy": strategy} for model in MODELS for strategy in tasks.STRATEGIES]
+    return runs.run_sharding_series(2, runs_, time_limit_seconds=300, **SETTINGS)
 
 
 def test_the_counter_records_each_call_and_restores_torch_distributed(tmp_path):
