@@ -30,6 +30,19 @@ def test_the_advice_for_a_book_model_equals_chapter_5_s_prediction(linear_advice
     assert (advice["faster"] == chapter_five["faster"]).all()
 
 
+def test_a_verdict_below_one_reads_as_the_time_taken(linear_advice):
+    """LinearNet at a global batch of 16 on eight GPUs: a machine predicted slower reads "taking N× as
+    long as one", N the speed-up's reciprocal, never "0.4× as fast"."""
+    multi = linear_advice.machines[linear_advice.machines["gpus"] > 1].set_index("machine")
+    for sentence in linear_advice.verdicts:
+        machine = sentence.split("(", 1)[1].split(")", 1)[0]
+        row = multi.loc[machine]
+        figure, band = stats.ratio_figures(row["speedup"], row["speedup_low"], row["speedup_high"])
+        pace = "as long as one" if row["speedup"] < 1 else "as fast as one"
+        assert f"({machine}): {figure}× ({band}) {pace}" in sentence
+    assert (multi["speedup"] < 1).any()  # the case this test is for
+
+
 def test_only_machines_of_the_asked_sizes_with_their_one_gpu_offer_and_the_rest_said(linear_advice):
     machines = set(linear_advice.machines["machine"])
     assert {"AWS p5.48xlarge", "AWS p5.4xlarge", "AWS g6.48xlarge", "AWS g6.xlarge"} <= machines
@@ -109,6 +122,19 @@ def test_why_slower_leaves_out_the_machines_predicted_faster():
     assert "applies" not in applies.columns
     assert report.faster_note(left_out).startswith(f"On {stats.listed(faster)}, predicted faster whatever")
     assert report.faster_note([]) == ""
+    # one row per reason, in order: on which machines it applies, with its number on the first of them
+    applies = pd.DataFrame({"machine": ["A", "A", "B", "C"],
+                            "reason": ["fixed", "all-reduce", "fixed", "fixed"],
+                            "number": ["64 < 1859", "90 µs", "32 < 2571", "32 < 10963"]})  # fmt: skip
+    assert report.reason_summary(applies).reset_index().values.tolist() == [
+        ["fixed", "all 3 machines", "64 < 1859 (A)"], ["all-reduce", "A", "90 µs (A)"],
+    ]  # fmt: skip
+    assert (
+        report.typeset("32 per GPU against b*_floor = 2571")
+        == r"32 per GPU against \(b^*_{\text{floor}}\) = 2571"
+    )
+    full = report.reason_table(applies.assign(number=["b*_floor 1859", "b*_hide 4", "x", "y"]))
+    assert full.loc[("A", "fixed"), "number"] == r"\(b^*_{\text{floor}}\) 1859" and len(full) == 4
     text = report.render(convnet)
     assert "on each machine not predicted faster whatever the inputs" in text
     assert f"- left out, predicted faster whatever the inputs: {', '.join(faster)}" in text

@@ -64,12 +64,14 @@ def test_views_read_with_units_and_say_what_is_not_resolved():
                            "gradient_norm2": [0.1, 0.001], "b_simple": [30.0, 3000.0], "samples": 256,
                            "b_low": math.nan, "b_high": math.nan, "groups": None})  # fmt: skip
     view = batchsize.noise_view(points, 2700)
-    assert view["B_simple (samples)"].tolist() == ["30", "> 256"] and len(view.columns) == 4  # no interval
+    assert (
+        view[r"\(B_{\text{simple}}\) (samples)"].tolist() == ["30", "> 256"] and len(view.columns) == 4
+    )  # no interval
     grouped = points.assign(samples=2700, b_low=[20.0, math.inf], b_high=[41.0, math.inf], groups=50,
                             b_own=[25.0, 2900.0])  # fmt: skip
     view = batchsize.noise_view(grouped, 2700)
     assert view["5–95 % interval (samples)"].tolist() == ["20–41", "—"]  # "—": no draw bounds it at all
-    assert view["B_simple (samples)"].tolist() == ["30", "> 2,700"]
+    assert view[r"\(B_{\text{simple}}\) (samples)"].tolist() == ["30", "> 2,700"]
     assert view["the training clips' own (samples)"].tolist() == ["25", "2,900"]  # all of them probed
     assert batchsize.interval_words(1800.0, math.inf) == "1,800–∞"
 
@@ -292,21 +294,21 @@ def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
         "The checkpoint closest to the target, at step 200 (loss 2.19), is not resolved: its noise scale "
         "is above n = 256 clips, a lower bound already 4 times larger than the fixed-rate knee and within "
         "a factor of 3 of the linear-rate knee. The resolved checkpoint closest to it, at step 100 (loss "
-        "2.25), gives B_simple ≈ 20."
+        r"2.25), gives \(B_{\text{simple}}\) ≈ 20."
     )
     assert int(batchsize.closest_checkpoint(points, 2.2, resolved_only=True)["step"]) == 100
     assert batchsize.closest_checkpoint(points.assign(samples=16), 2.2, resolved_only=True) is None
     # 1,000 clips resolve 400: 2.5 times the estimate
     assert batchsize.noise_sentence(points.assign(samples=1000), 2.2, {"fixed": {"b_crit": 60.0}}, 2700) == (
-        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400, which its "
-        "n = 1,000 clips resolve (2.5 times it). Against the knees, as a rough guide: 7 times larger than "
-        "the fixed-rate knee."
+        r"At the checkpoint closest to the target, at step 200 (loss 2.19), \(B_{\text{simple}}\) ≈ 400, "
+        "which its n = 1,000 clips resolve (2.5 times it). Against the knees, as a rough guide: 7 times "
+        "larger than the fixed-rate knee."
     )
     # 1,000 clips of 2,700 with an interval
     sampled = points.assign(samples=1000, b_low=[30.0, 15.0, 310.0], b_high=[50.0, 26.0, 530.0])
     assert batchsize.noise_sentence(sampled, 2.2, {"fixed": {"b_crit": 60.0}}, 2700).startswith(
-        "At the checkpoint closest to the target, at step 200 (loss 2.19), B_simple ≈ 400 (5–95 % bootstrap "
-        "interval 310–530), which its n = 1,000 clips resolve (2.5 times it)."
+        r"At the checkpoint closest to the target, at step 200 (loss 2.19), \(B_{\text{simple}}\) ≈ 400 "
+        "(5–95 % bootstrap interval 310–530), which its n = 1,000 clips resolve (2.5 times it)."
     )
     # every clip: the knees are set against the clips' own noise scale, 350 = 5.8 times 60, exact; then
     # the estimate for the distribution they are drawn from, with its interval
@@ -314,8 +316,8 @@ def test_the_noise_sentence_gives_a_value_or_a_lower_bound():
     assert batchsize.noise_sentence(every, 2.2, {"fixed": {"b_crit": 60.0}}, 2700) == (
         "At the checkpoint closest to the target, at step 200 (loss 2.19), the training clips' own noise "
         "scale, tr(Σ)/|mean|² over all 2,700 of them, is 350: as a rough guide, 6 times larger than the "
-        "fixed-rate knee. For the distribution the clips are drawn from, the estimate is B_simple ≈ 400 "
-        "(5–95 % bootstrap interval 310–530)."
+        "fixed-rate knee. For the distribution the clips are drawn from, the estimate is "
+        r"\(B_{\text{simple}}\) ≈ 400 (5–95 % bootstrap interval 310–530)."
     )
 
 

@@ -70,8 +70,24 @@ def browser(tmp_path_factory):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    driver.set_script_timeout(30)
     yield driver
     driver.quit()
+
+
+# MathJax typesets the page after it loads, table headers and glued symbols included: a page is measured
+# once that is done, as a reader sees it.
+TYPESET = """
+const done = arguments[arguments.length - 1];
+const startup = window.MathJax && window.MathJax.startup;
+(startup && startup.promise ? startup.promise : Promise.resolve()).then(() => done(true), () => done(false));
+"""
+
+
+def load(browser, url: str) -> None:
+    """Open ``url`` and wait until MathJax has typeset it."""
+    browser.get(url)
+    browser.execute_async_script(TYPESET)
 
 
 def test_book_builds_every_page_of_the_toc(book):
@@ -118,7 +134,7 @@ def test_navigation_reaches_every_page(browser, served):
 
 @pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith("book/chapters/")])
 def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, page):
-    browser.get(f"{served}/{page}")
+    load(browser, f"{served}/{page}")
     shown_code = browser.execute_script(
         "return [...document.querySelectorAll('article .cell_input pre')].map(p => p.innerText)"
     )
@@ -194,6 +210,53 @@ def test_no_prose_is_read_as_math(book, page):
 
 
 @pytest.mark.parametrize("page", toc_pages())
+def test_no_dollar_sign_touches_a_formula(book, page):
+    """A display formula written on the line after its paragraph's text ($$…$$ with no blank line before
+    it) is read as a dollar, inline math and a dollar: the reader sees "$b ≥ …$". No "$" touches math."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((book / page).read_text(), "html.parser")
+    touching = []
+    for formula in soup.select("article .math"):
+        before, after = (
+            str(s) if isinstance(s, str) else "" for s in (formula.previous_sibling, formula.next_sibling)
+        )
+        if before.endswith("$") or after.startswith("$"):
+            touching.append(formula.get_text()[:60])
+    assert not touching, f"{page}: a dollar sign beside a formula: {touching}"
+
+
+SYMBOL = re.compile(r"(?<![\w*])[A-Za-z]\*?_[A-Za-z0-9]{1,6}\b")
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_symbols_are_typeset_in_prose_and_tables(book, page):
+    """ "S_min", "b*_floor" or "D_k" in plain text beside typeset math reads as a typo: in prose, glued
+    sentences and tables every symbol is math. Code, the command's folded terminal output and math itself
+    are left out."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((book / page).read_text(), "html.parser")
+    for element in soup.select("article pre, article code, article .math, article script, article details"):
+        element.decompose()
+    plain = sorted(set(SYMBOL.findall(soup.select_one("article").get_text(" "))))
+    assert not plain, f"{page}: symbols as plain text: {plain}"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_tables_keep_every_row_and_read_in_words(book, page):
+    """pandas cuts a table of more than 60 rows to its first and last five, with a "…" row and "72 rows ×
+    4 columns" below it: the rows in between are lost to the reader. A long table folds; it keeps them.
+    And no cell reads as Python: True, False, None (``chapter.readable``)."""
+    from bs4 import BeautifulSoup
+
+    text = (book / page).read_text()
+    assert not re.search(r"\d+ rows × \d+ columns", text), f"{page}: a table cut short by pandas"
+    cells = {cell.get_text().strip() for cell in BeautifulSoup(text, "html.parser").select("article td")}
+    assert not cells & {"True", "False", "None"}, f"{page}: table cells that read as Python"
+
+
+@pytest.mark.parametrize("page", toc_pages())
 def test_no_markdown_backticks_reach_the_reader(book, page):
     """Glued sentences and table cells are plain text: a `name` in them must render as code (the book's
     pasted_code extension) or be written without backticks, never show its backticks."""
@@ -243,9 +306,20 @@ const plurals = [...new Set([...article.innerText.matchAll(/\\w+\\(s\\)/g)].map(
 const digits = t => t.replace(/[-+,]/g, '').replace(/0+$/, '').replace('.', '').replace(/^0+/, '').length;
 const floats = [...article.querySelectorAll('td')].map(t => t.innerText.trim())
   .filter(t => /^[-+]?[\\d,]*\\.\\d+$/.test(t) && digits(t) > arguments[2]);
+// a phone lays a page out wider than its screen (and shrinks it to fit) when something is wider than
+// the screen: the screen's own width is the measure, not the layout's
+const screen = arguments[4];
 const headings = [...article.querySelectorAll('h1, h2, h3')]
-  .filter(h => h.getBoundingClientRect().right > window.innerWidth + 1).map(h => h.innerText.slice(0, 60));
-const wider = document.documentElement.scrollWidth > window.innerWidth + 1;
+  .filter(h => h.getBoundingClientRect().right > screen + 1).map(h => h.innerText.slice(0, 60));
+const scrolled = e => {
+  for (let p = e.parentElement; p && p !== article; p = p.parentElement) {
+    if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true;
+  }
+  return false;
+};
+const wider = [...article.querySelectorAll('*')]
+  .filter(e => e.getBoundingClientRect().right > screen + 1 && !scrolled(e))
+  .map(e => e.tagName + ': ' + e.innerText.slice(0, 60)).slice(0, 3);
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
   .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
@@ -267,8 +341,10 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": width < 500}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
-        browser.get(f"{served}/{page}")
-        found = browser.execute_script(BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS)
+        load(browser, f"{served}/{page}")
+        found = browser.execute_script(
+            BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS, width
+        )
         overflowing = browser.execute_script(RUNS_OFF)
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -281,7 +357,7 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     assert not found["floats"], f"{page}: table numbers with too many digits {found['floats'][:5]}"
     assert not found["headings"], f"{page} at {width} px: headings wider than the screen {found['headings']}"
     assert not overflowing, f"{page} at {width} px: runs off the page: {overflowing[:3]}"
-    assert not found["wider"], f"{page} at {width} px: the page is wider than the screen"
+    assert not found["wider"], f"{page} at {width} px: wider than the screen: {found['wider']}"
     assert not found["bullets"], f"{page}: answer-box bullets over {ANSWER_WORDS} words: {found['bullets']}"
     if width == 1280 and page.startswith("book/chapters/"):
         assert found["answer"] is not None and found["answer"] < 2, f"{page}: the answer starts late"

@@ -1,8 +1,10 @@
 """helpers.chapter: every chapter parameter is checked by a rule, and bad values are named."""
 
+import math
 import re
 
 import nbformat
+import pandas as pd
 import pytest
 
 from helpers import chapter, study
@@ -68,3 +70,16 @@ def test_glue_all_glues_the_named_readings_as_markdown(monkeypatch):
     for wrong in ("long", {"lengthy"}):  # a string would match by substring; a name must be a text's
         with pytest.raises(ValueError, match="markdown must be a set of names"):
             chapter.glue_all({"long": "one"}, markdown=wrong)
+
+
+def test_a_table_reads_in_words_not_python_values():
+    """True/False read "yes"/"no" and a missing word or flag "–" in every table a chapter shows; numbers,
+    a missing number included, stay as they are."""
+    frame = pd.DataFrame({"held": [True, False], "status": [None, "ok"], "seconds": [1.5, math.nan],
+                          "ranks": [2, 4], "calls": [[1, 2], None]})  # fmt: skip
+    shown = chapter.readable(frame)
+    assert shown.drop(columns="seconds").to_dict("list") == {
+        "held": ["yes", "no"], "status": ["–", "ok"], "ranks": [2, 4], "calls": [[1, 2], "–"]
+    }  # fmt: skip
+    assert shown["seconds"].iloc[0] == 1.5 and math.isnan(shown["seconds"].iloc[1])
+    assert frame["held"].tolist() == [True, False]  # the frame itself is left as it was

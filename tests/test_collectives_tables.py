@@ -70,8 +70,8 @@ def test_exactness_deadlock_and_lockstep_tables():
                     "error": "Timed out waiting 5000ms"},
                    {"rank": 1, "skipped_all_reduce": True, "timed_out": False}]}
     )  # fmt: skip
-    assert deadlock["waited (s)"].tolist() == ["5.01", "—"]
-    assert deadlock["error"].tolist() == ["Timed out waiting 5000ms", "—"]
+    assert deadlock["waited (s)"].tolist() == ["5.01", "–"]
+    assert deadlock["error"].tolist() == ["Timed out waiting 5000ms", "–"]
     assert deadlock.columns.tolist() == ["skipped the all-reduce", "timed out", "waited (s)", "error"]
     lockstep = tables.lockstep_frame(range(2, 4))
     assert lockstep.columns.tolist() == ["k = 2", "k = 3"]

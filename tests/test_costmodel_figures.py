@@ -48,6 +48,10 @@ def test_speedups_and_the_renters_choice_plot_the_bands():
     marker = choice.axes[0].containers[0].lines[0]
     assert marker.get_xdata()[0] == pytest.approx(convnet["cost_multiplier"])
     assert marker.get_ydata()[0] == pytest.approx(convnet["speedup"]) and convnet["cost_multiplier"] > 1
+    # a reader's model is registered with the digest of what was counted; its panel is titled by its name
+    counted = figures.plot_renter_choice(summary.replace({"model": {"ConvNet": "ConvNet [0e882f44]"}}), "x")
+    assert "ConvNet" in [axis.get_title() for axis in counted.axes]
+    assert gpus.shown_name("MelCNN [0e882f44]") == "MelCNN" and gpus.shown_name("Net [v2]") == "Net [v2]"
 
 
 def test_the_seed_check_and_time_to_result_draw_central_lines_in_bands():
@@ -75,6 +79,10 @@ def test_loss_fits_and_step_time_validation_per_method():
     # seven curves: three panels across, three rows, the two unused panels hidden; within the column
     assert sum(axis.get_visible() for axis in figure.axes) == 7 and len(figure.axes) == 9
     assert fits_the_column(figure) and figure.get_size_inches()[1] < 9
+    # a long curve name wraps inside its panel instead of running into the next panel's title
+    long = {**curve, "curve": "ConvNet, chapter 3 DDP on 4 ranks, seed 0, batch 100"}
+    wrapped = figures.plot_loss_fits([long] * 3, pd.concat([fits] * 3), "fits", HARDWARE)
+    assert all(len(line) <= 36 for line in wrapped.axes[0].get_title().splitlines())
     validated = pd.DataFrame(
         {
             "model": ["A", "A"],

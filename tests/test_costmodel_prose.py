@@ -67,7 +67,7 @@ def test_the_answer_box_gets_a_brief_of_each_answer_and_the_dollar_verdict_s_fir
         "depends on the per-op host overhead, and dearer whatever the inputs"
     )
     assert said["answer_linearnet_brief"] == (
-        "a speed-up of 0.683× for 11.7× the dollars: depends on the per-op host overhead"
+        "1.46× the time for 11.7× the dollars: depends on the per-op host overhead"
     )
     assert said["dollar_headline"] == (
         "On the machines that can be rented here, none of the multi-GPU machines whose GPU is also rented "

@@ -154,6 +154,12 @@ def test_summaries_of_the_renters_choice():
     assert summary.loc[("ConvNet", "AWS p5.4xlarge"), "faster"] == "the one-GPU baseline"
     text = recommend.headline(summary.reset_index(), "ConvNet", "AWS p5.48xlarge", 100)
     assert text.startswith("a speed-up of ") and "× the dollars (" in text
+    # below 1, the time taken: 1/0.8 = 1.25× the time, its ends 1/0.9 and 1/0.5 (hand-computed)
+    slow = pd.DataFrame([{"model": "M", "machine": "X", "global_batch": 8, "speedup": 0.8, "speedup_low": 0.5,
+                          "speedup_high": 0.9, "cost_multiplier": 10.0, "cost_multiplier_low": 9.0,
+                          "cost_multiplier_high": 12.0}])  # fmt: skip
+    assert recommend.headline(slow, "M", "X", 8) == "1.25× the time (1.11–2.00×) for 10× the dollars (9–12×)"
+    assert recommend.headline(slow, "M", "X", 8, bands=False) == "1.25× the time for 10× the dollars"
     table = tables.prediction_table(summary.reset_index())
     assert table["speed-up (×)"].str.fullmatch(r"\S+ \(\S+–\S+\)").all()
 

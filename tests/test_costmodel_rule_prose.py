@@ -77,8 +77,8 @@ def test_the_rule_tells_one_bucket_models_apart_by_their_all_reduce_and_b_floor(
     # both machines; ConvNet's, 9-19, lies below them on one
     assert "lies above the 13 samples each GPU computes there on every machine" in said["rule_linearnet"]
     assert (
-        "Its b*_floor is 9–19 per GPU (central values): the 13 samples each GPU computes there outgrow it "
-        "on 1 of 2 machines" in said["rule_convnet"]
+        r"Its \(b^*_{\text{floor}}\) is 9–19 per GPU (central values): the 13 samples each GPU computes "
+        "there outgrow it on 1 of 2 machines" in said["rule_convnet"]
     )
     assert said["rule_convnet"].endswith(
         "The 2,700 clips hold the global batch that outgrows it whatever the inputs on both eight-GPU "

@@ -95,24 +95,30 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     shown = tables.condition_display(conditions).set_index(["model", "machine"])
     assert list(shown.columns) == [
         "GPUs", "DDP buckets", "all-reduce left after backward (ms)",
-        "step per GPU without the all-reduce at a global batch of 100, 13 per GPU (ms)",
-        "b*_floor: above the fixed cost (per GPU)",
-        "global batch needed", "against 2,700 clips",
+        "each GPU's step without the all-reduce, global batch 100 (13 per GPU) (ms)",
+        r"\(b^*_{\text{floor}}\): above the fixed cost (per GPU)",
+        "global batch needed", "do 2,700 clips hold it?",
     ]  # fmt: skip
     assert not shown.apply(lambda column: column.astype(str).str.contains("unbounded")).any().any()
     p5 = shown.loc[("ConvNet", "AWS p5.48xlarge")]
     row = conditions.set_index("model").loc["ConvNet"]
     assert p5["all-reduce left after backward (ms)"].startswith(f"{row['tail_seconds'] * 1e3:.3g} (")
-    assert p5["step per GPU without the all-reduce at a global batch of 100, 13 per GPU (ms)"].startswith(
+    assert p5["each GPU's step without the all-reduce, global batch 100 (13 per GPU) (ms)"].startswith(
         f"{row['compute_seconds'] * 1e3:.3g} ("
     )
     assert p5["global batch needed"].startswith(f"{int(row['floor_global_batch']):,} (")
-    assert p5["against 2,700 clips"] == "within the dataset whatever the inputs"
+    assert p5["do 2,700 clips hold it?"] == "yes, whatever the inputs"
+    assert tables._holds("more than the dataset holds whatever the inputs") == "no, whatever the inputs"
+    assert tables._holds("within the dataset or not, depending on the inputs together") == (
+        "depends on the inputs together"
+    )
     mixed = pd.concat([
         conditions.iloc[:1],
         rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25, batch=100),
     ])  # fmt: skip
-    hide = tables.condition_display(mixed)["b*_hide: all but the last bucket hidden (per GPU)"].tolist()
+    hide = tables.condition_display(mixed)[
+        r"\(b^*_{\text{hide}}\): all but the last bucket hidden (per GPU)"
+    ].tolist()
     assert hide[0] == "none: one bucket" and hide[1].startswith("1 (")
     bare = tables.condition_display(rule.condition_table(("ConvNet",), ("AWS p5.48xlarge",)))
-    assert not any(column.startswith("step per GPU") for column in bare.columns)
+    assert not any(column.startswith("each GPU's step") for column in bare.columns)

@@ -418,7 +418,7 @@ def test_speeds_and_sweep_times_are_given_to_three_significant_figures():
         + [{"model": "ConvNet", "replicas": 1, "batch_size": 10, "step_seconds": s, "epoch_seconds": s * 270}
            for s in (0.00533, 0.00561, 0.00581)]
     )  # fmt: skip
-    table = dataparallel_results.sweep_table(steps)
+    table = train.sweep_table(steps, by=("model", "replicas", "batch_size"))
     assert table.index.names == ["model", "replicas", "batch size"]
     assert table.loc[("LinearNet", 4, 600)].to_dict() == {
         "step time (ms), median": "9.14", "epoch time (s), median": "0.0457",

@@ -1,7 +1,5 @@
 """helpers.ddp: the traffic recorder and the ring formula (the worker itself runs in tests/test_launch.py)."""
 
-import math
-
 import pandas as pd
 import pytest
 
@@ -219,14 +217,6 @@ def test_loss_parity_compares_every_step():
                       "largest_rel_difference": pytest.approx(0.001)}  # fmt: skip
     with pytest.raises(ValueError, match="not the same run"):
         ddp.loss_parity(run(2.0), run(2.0, 1.0))
-
-
-@pytest.mark.parametrize(
-    ("value", "text"), [(1920.4, "1,920"), (56.71, "56.7"), (0.006451, "0.00645"), (2.0, "2.00"), (0, "0")]
-)
-def test_figures_keep_three_significant_digits_written_out(value, text):
-    assert ddp.significant(value) == text
-    assert ddp.significant(math.nan) == "–"
 
 
 def test_a_comparison_of_launches_counts_each_launch_by_its_median():

@@ -23,6 +23,9 @@ def test_notebook_is_parameterised_executed_and_clean(path):
     assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
     assert any("nbval-check-output" in t for t in tags), "exact cells are nbval-checked"
     assert "def " not in "".join(cell.source for cell in code), "logic belongs in src/helpers"
+    figures = [o.data["image/png"] for cell in code for o in cell.outputs if "image/png" in o.get("data", {})]
+    # a cell whose last expression is the figure it drew shows it twice
+    assert len(figures) == len(set(figures)), "a figure is shown twice"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -40,6 +43,7 @@ def test_a_chapter_reads_like_a_book(path):
             assert not wide, f"code runs off the page: {wide[0]}"
             # bookkeeping stays out of view: numbers for the prose are glued in hidden cells
             assert "glue(" not in cell.source, f"glue calls shown to readers:\n{cell.source[:200]}"
+            assert "# fmt:" not in cell.source, f"formatter directives shown to readers:\n{cell.source[:200]}"
     prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert prose.startswith("# ") and "**What this chapter answers.**" in prose
     assert "## Takeaways" in prose and "**Try it on your hardware:** {glue:text}`rerun`" in prose

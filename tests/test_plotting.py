@@ -263,7 +263,8 @@ def test_an_unresolved_noise_scale_is_a_lower_bound_joined_to_nothing():
     bounds = [c for c in noise_axis.collections if c.get_label().startswith("not resolved")]
     assert len(bounds) == 1 and bounds[0].get_offsets().tolist() == [[100.0, 256.0], [300.0, 256.0]]
     # the resolved line breaks at the unresolved step: no segment joins 0 to 200 through step 100
-    resolved = next(line for line in noise_axis.lines if line.get_label() == "B_simple, resolved")
+    label = r"$B_{\mathrm{simple}}$, resolved"
+    resolved = next(line for line in noise_axis.lines if line.get_label() == label)
     values = resolved.get_ydata().tolist()
     assert values[0] == 57.6 and values[2] == 106.3 and math.isnan(values[1]) and math.isnan(values[3])
     assert "this machine" in figure._suptitle.get_text()
@@ -302,7 +303,7 @@ def test_chapter_six_figures_fit_the_column_and_say_what_they_show():
     fits = {"fixed": {"s_min": 63.0, "b_crit": 59.4, "e_min": 3719.0}}
     figure = plotting.plot_steps_to_target(steps, fits, "steps", HARDWARE)
     labels = figure.axes[0].get_legend_handles_labels()[1]
-    assert "fit (fixed rate): knee at B = 59" in labels and figure.get_size_inches()[0] <= 7.5
+    assert r"fit (fixed rate): $B_{\mathrm{knee}}$ = 59" in labels and figure.get_size_inches()[0] <= 7.5
     from helpers.sharding import memory
 
     figure = plotting.plot_memory(memory.device_table(["LinearNet", "ConvNet"], 4, 32), "bytes")

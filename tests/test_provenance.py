@@ -61,7 +61,7 @@ def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
     identifier = short_hash(HARDWARE)
     assert (
         "| 01_a | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon "
-        f"(`{short_hash(HARDWARE)}`) | — | on the machine that measured it | 2026-11-22T03:00:00+00:00 "
+        f"(`{short_hash(HARDWARE)}`) | — | on the machine that measured it | 2026-11-22 03:00 "
         "| 321.5 s | — |"
     ) in page
     assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page

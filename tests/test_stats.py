@@ -1,5 +1,7 @@
 """helpers.stats: a median with its spread, and verdicts that say only what their interval supports."""
 
+import math
+
 import pytest
 
 from helpers import stats
@@ -135,6 +137,12 @@ def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
     # a time taken of up to 1.1007 prints 1.101, not 1.10, which would read as inside ±10 %
     late = {"verdict": "slower", "speedup": 1 / 1.06, "low": 1 / 1.1007, "high": 1 / 1.03}
     assert stats.describe_speedup(late) == "slower, taking 1.060× as long (1.030–1.101×)"
+    # two different ends never print alike: chapter 6's one pass, 1.017–1.024×, is not "1.02–1.02×"
+    assert stats.interval_text(1.017, 1.024, "faster") == "1.017–1.024×"
+    assert stats.interval_text(3.8201, 3.8249) == "3.820–3.825×"
+    assert stats.interval_text(2.0, 2.0) == "2.00–2.00×"  # no spread at all: nothing to tell apart
+    assert stats.interval_digits("not resolved", math.nan, math.nan) == 2  # nothing to tell apart either
+    assert stats.interval_digits("not resolved", 1.5, math.inf) == 2
 
 
 def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
@@ -146,3 +154,25 @@ def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
     )
     assert stats.shown_ratio(unclear) == pytest.approx((1 / 0.83, 1 / 1.10, 1 / 0.60))
     assert stats.shown_ratio({"speedup": 1.2, "low": 0.9, "high": 1.5}) == (1.2, 0.9, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(1920.4, "1,920"), (56.71, "56.7"), (0.006451, "0.00645"), (2.0, "2.00"), (0, "0")]
+)
+def test_figures_keep_three_significant_digits_written_out(value, text):
+    assert stats.significant(value) == text
+    assert stats.significant(math.nan) == "–"
+
+
+def test_a_ratio_s_figures_read_as_describe_speedup_prints_them():
+    # 1/0.83 = 1.205, its ends 1/0.91 = 1.099 and 1/0.76 = 1.316 (hand-computed), to three decimals: at
+    # two, 1.099 would print 1.10, the edge of what matters; from 1 up as they are
+    assert stats.ratio_figures(0.83, 0.76, 0.91) == ("1.205", "1.099–1.316×")
+    assert stats.ratio_figures(1.52, 1.40, 1.61) == ("1.52", "1.40–1.61×")
+    # a band hugging 1: 1/0.996 = 1.004, ends 1.002–1.006, never "1× (1–1.01×)"
+    assert stats.ratio_figures(0.996, 0.994, 0.998) == ("1.004", "1.002–1.006×")
+
+
+def test_a_speed_up_beside_its_interval_has_the_interval_s_decimals():
+    assert stats.point_text(1.0166, 1.016, 1.018, "faster") == "1.017"  # beside 1.016–1.018×, not 1.02
+    assert stats.point_text(2.0, 1.81, 2.21) == "2.00"

@@ -198,8 +198,8 @@ def test_tables_to_read():
     steps = train.steps_frame([fake_step_record("A", 10, [0.1, 0.3, 0.2]), fake_step_record("A", 20, [0.05])])
     table = train.sweep_table(steps)
     assert table.index.names == ["model", "batch size"]
-    # steps of 0.1, 0.2, 0.3 s; 3 steps per epoch: epochs of 0.3, 0.6 and 0.9 s
-    assert table.loc[("A", 10)].tolist() == ["200", "0.6", "0.3–0.9", 3]
+    # steps of 0.1, 0.2, 0.3 s; 3 steps per epoch: epochs of 0.3, 0.6 and 0.9 s, to three digits
+    assert table.loc[("A", 10)].tolist() == ["200", "0.600", "0.300–0.900", 3]
     assert train.milliseconds([0.1, 0.3, 0.2]) == "200 ms (100–300, 3 steps)"
     assert train.milliseconds([0.0123, 0.034, 0.0456], unit="") == "34.0 (12.3–45.6, 3 steps)"
 

@@ -31,6 +31,10 @@ from helpers.data import load_fsdd, take
 from helpers.models import build_model
 from helpers.train import check_positive, counted, epoch_batches, evaluate, make_optimizer
 
+# The symbols as the book typesets them in tables and glued sentences (\(…\) is math there; "$" a dollar)
+S_MIN, E_MIN, B_KNEE = r"\(S_{\min}\)", r"\(E_{\min}\)", r"\(B_{\text{knee}}\)"
+B_SIMPLE = r"\(B_{\text{simple}}\)"
+
 RESAMPLES = 2000  # bootstrap draws of a noise-scale interval
 
 
@@ -476,9 +480,9 @@ def fits_view(fits: dict[str, dict], batches) -> pd.DataFrame:
     rows = []
     for rule, fit in fits.items():
         knee = fit["b_crit"]
-        rows.append({"learning rate": rule, "S_min (steps)": f"{fit['s_min']:,.0f}",
-                     "knee B (samples)": f"{knee:,.0f}" if math.isfinite(knee) else "∞",
-                     "E_min (samples)": f"{fit['e_min']:,.0f}",
+        rows.append({"learning rate": rule, f"{S_MIN} (steps)": f"{fit['s_min']:,.0f}",
+                     f"{B_KNEE} (samples)": f"{knee:,.0f}" if math.isfinite(knee) else "∞",
+                     f"{E_MIN} (samples)": f"{fit['e_min']:,.0f}",
                      "the knee lies": _where(knee, batches)})  # fmt: skip
     return pd.DataFrame(rows).set_index("learning rate") if rows else pd.DataFrame()
 
@@ -493,7 +497,7 @@ def noise_view(points: pd.DataFrame, clips: int) -> pd.DataFrame:
         {
             "step": points["step"], "training loss": points["loss"].round(3),
             "tr(Σ)": points["trace_sigma"].round(3), "|G|²": points["gradient_norm2"].round(4),
-            "B_simple (samples)": [f"{b:,.0f}" if ok else f"> {n:,}" for b, n, ok in estimates],
+            f"{B_SIMPLE} (samples)": [f"{b:,.0f}" if ok else f"> {n:,}" for b, n, ok in estimates],
         }
     ).set_index("step")  # fmt: skip
     if points["b_low"].notna().any():
@@ -581,13 +585,13 @@ def noise_sentence(points: pd.DataFrame, target_loss: float, fits: dict[str, dic
         estimate = (
             f"{float(near['b_simple']):,.0f}" if float(near["b_simple"]) < samples else f"above {samples:,}"
         )
-        drawn = f"B_simple ≈ {estimate}{interval}"
+        drawn = f"{B_SIMPLE} ≈ {estimate}{interval}"
         return sentence + f" For the distribution the clips are drawn from, the estimate is {drawn}."
     if float(near["b_simple"]) < samples:
         b_simple = float(near["b_simple"])
         sentence = (
-            f"At the checkpoint closest to the target, {where}, B_simple ≈ {b_simple:,.0f}{interval}, which "
-            f"its n = {samples:,} clips resolve ({samples / b_simple:.1f} times it)."
+            f"At the checkpoint closest to the target, {where}, {B_SIMPLE} ≈ {b_simple:,.0f}{interval}, "
+            f"which its n = {samples:,} clips resolve ({samples / b_simple:.1f} times it)."
         )
         return sentence + (f" Against the knees, as a rough guide: {against(b_simple)}." if fits else "")
     sentence = (
@@ -599,6 +603,6 @@ def noise_sentence(points: pd.DataFrame, target_loss: float, fits: dict[str, dic
     if nearest is not None:
         sentence += (
             f" The resolved checkpoint closest to it, at step {int(nearest['step'])} (loss "
-            f"{float(nearest['loss']):.2f}), gives B_simple ≈ {float(nearest['b_simple']):,.0f}."
+            f"{float(nearest['loss']):.2f}), gives {B_SIMPLE} ≈ {float(nearest['b_simple']):,.0f}."
         )
     return sentence

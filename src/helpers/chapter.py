@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import torch
+from IPython import get_ipython
 from IPython.display import Markdown, display
 
 from helpers import plotting
@@ -141,10 +143,36 @@ def check_parameters(parameters: dict) -> None:
             raise ValueError(f"parameter {name} = {value!r} is not {what}")
 
 
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a reader sees it: True and False as "yes" and "no", a missing value of a column of
+    words or flags as "–", where pandas would print them as Python does (True, None, NaN). Numbers stay as
+    they are."""
+    words = {True: "yes", False: "no"}
+
+    def word(value):
+        if isinstance(value, bool | np.bool_):
+            return words[bool(value)]
+        return (
+            "–"
+            if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+            else value
+        )
+
+    shown = frame.copy()
+    for column, dtype in zip(shown.columns, shown.dtypes, strict=True):
+        if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+            shown[column] = shown[column].map(word)
+    return shown
+
+
+def _readable_html(frame: pd.DataFrame) -> str:
+    return readable(frame)._repr_html_()
+
+
 def start(namespace: dict) -> tuple[ResultStore, str]:
     """Check the parameters in ``namespace`` (a notebook's ``globals()``), keep float32 arithmetic off
     TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
-    style (and tables' cells shown whole) and display the chapter's "Measured on" line.
+    style (and tables shown whole, in words: ``readable``) and display the chapter's "Measured on" line.
 
     Returns the store and the one-line description of its hardware, for figure titles. A chapter executed
     from another machine's records (``helpers.study --from-records``) runs torch with that machine's
@@ -154,6 +182,10 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
     set_tf32(False)  # the study's float32, as every rank sets it (helpers.worker.prepare_rank)
     plotting.setup_style()
     pd.set_option("display.max_colwidth", None)  # a table's sentence cells whole, never cut at 50 characters
+    pd.set_option("display.max_rows", None)  # and every row: a long table folds, it never drops rows
+    shell = get_ipython()
+    if shell is not None:  # every table shown reads yes/no and "–", not True/False and None
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, _readable_html)
     store = ResultStore(namespace["results_run"])
     if store.records_of:
         torch.set_num_threads(store.hardware["usable_cores"])

@@ -20,11 +20,18 @@ from torch.utils.data import TensorDataset
 from helpers import stats
 from helpers.costmodel import specs
 from helpers.dataparallel import PHASES, TRANSFER_PHASES, bytes_per_epoch
-from helpers.ddp import ms, significant
 from helpers.models import MIB, MMAP_THRESHOLD_MAX, build_model, parameter_bytes
-from helpers.stats import MATTERS, describe_speedup, interval_digits, ratio_words, shown_ratio, speedup
+from helpers.stats import (
+    MATTERS,
+    describe_speedup,
+    interval_digits,
+    ms,
+    ratio_words,
+    shown_ratio,
+    significant,
+    speedup,
+)
 from helpers.train import milliseconds, stored_step_timing
-from helpers.train import sweep_table as train_sweep_table
 
 
 def gbps(bytes_per_second: float) -> str:
@@ -35,13 +42,6 @@ def gbps(bytes_per_second: float) -> str:
 def speed_range(low: float, high: float) -> str:
     """Two speeds in bytes per second as a range of GB/s, each to three significant digits: 115–196."""
     return f"{gbps(low)}–{gbps(high)}"
-
-
-def sweep_table(steps: pd.DataFrame, by=("model", "replicas", "batch_size")) -> pd.DataFrame:
-    """The timed steps of ``steps_frame`` per group of ``by``, to read, every time to three significant
-    figures: the median step in milliseconds, the epoch it implies in seconds, the epochs that the fastest
-    and the slowest step imply, and the number of timed steps."""
-    return train_sweep_table(steps, by, step_text=ms, epoch_text=significant)
 
 
 def gpu_model(hardware: dict, device: str) -> str | None:

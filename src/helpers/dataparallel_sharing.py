@@ -11,9 +11,8 @@ import torch
 
 from helpers.dataparallel import TRANSFER_PHASES
 from helpers.dataparallel_results import datasheet, gpu_model, ms
-from helpers.ddp import significant
 from helpers.models import MIB
-from helpers.stats import MATTERS, describe_speedup, listed, speedup
+from helpers.stats import MATTERS, describe_speedup, listed, significant, speedup
 from helpers.train import counted
 
 

@@ -455,23 +455,6 @@ def median_of_medians(launches: list[list[float]]) -> float:
     return statistics.median(statistics.median(values) for values in launches)
 
 
-def significant(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant digits, written out in full with thousands separators
-    ("1,920", "56.7", "0.00645"), never as 1.92e+03; NaN as "–"."""
-    if math.isnan(value):
-        return "–"
-    if value == 0:
-        return "0"
-    rounded = float(f"{value:.{digits}g}")
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
-    return f"{rounded:,.{decimals}f}"
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
-    return significant(seconds * 1e3)
-
-
 def launch_steps(runs: list[tuple[dict, dict]], **match) -> list[list[float]]:
     """The timed steps of every launch among ``runs`` whose variation has the settings in ``match``, one
     list per launch (what ``stats.launch_speedup`` compares)."""

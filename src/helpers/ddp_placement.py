@@ -16,7 +16,7 @@ import pandas as pd
 from helpers.collectives.model import ring_all_reduce_seconds
 from helpers.costmodel.configurations import CONFIGURATIONS
 from helpers.costmodel.specs import LINKS, NVLINK_ALPHA, PCIE_ALPHA, PCIE_MEASURED_FRACTION, gpu_key
-from helpers.ddp import launch_steps, matching, median_of_medians, significant
+from helpers.ddp import launch_steps, matching, median_of_medians
 from helpers.ddp_results import (
     BACKEND_NAMES,
     allreduce_seconds,
@@ -26,7 +26,7 @@ from helpers.ddp_results import (
     warmup_table,
 )
 from helpers.launch import without_advice
-from helpers.stats import PARAGRAPH_BREAK, listed
+from helpers.stats import PARAGRAPH_BREAK, listed, significant
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,17 @@ from helpers.collectives import link_reading
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, benchmark_frames
 from helpers.collectives.tables import beyond_the_fit
 from helpers.data import SPLIT_SIZES, take
-from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians, ms, significant
-from helpers.stats import MATTERS, describe_speedup, launch_speedup, plural, whole_percent, within_matters
+from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians
+from helpers.stats import (
+    MATTERS,
+    describe_speedup,
+    launch_speedup,
+    ms,
+    plural,
+    significant,
+    whole_percent,
+    within_matters,
+)
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
 

@@ -44,14 +44,13 @@ from helpers.ddp import (
     loss_parity,
     median_of_medians,
     recording_allreduce_hook,
-    significant,
     stored_ddp_run,
     summarize_run,
 )
 from helpers.ddp_results import relative_difference
 from helpers.launch import check_launch, launch
 from helpers.models import build_model, parameter_bytes
-from helpers.stats import describe_speedup, launch_speedup
+from helpers.stats import describe_speedup, launch_speedup, significant
 from helpers.train import counted, evaluate, make_optimizer, to_device
 from helpers.worker import (
     group_timeout,

@@ -530,8 +530,9 @@ def plot_steps_to_target(table: pd.DataFrame, fits: dict, what: str, hardware: s
     for rule, fit in fits.items():
         if 0 < fit["b_crit"] < float("inf") and rule in rules:
             curve = [fit["s_min"] * (1 + fit["b_crit"] / b) for b in batches]
+            knee = rf"$B_{{\mathrm{{knee}}}}$ = {fit['b_crit']:.0f}"
             axis.plot(batches, curve, linestyle="--", linewidth=1, color=colours[rules.index(rule)],
-                      label=f"fit ({rule} rate): knee at B = {fit['b_crit']:.0f}")  # fmt: skip
+                      label=f"fit ({rule} rate): {knee}")  # fmt: skip
     plain_log_axes(axis, batches)
     axis.set(xlabel="global batch B", ylabel="steps to the target loss")
     axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
@@ -553,13 +554,14 @@ def plot_noise_scale(points: pd.DataFrame, what: str, hardware: str, target_loss
     ok = batchsize.resolved(points)
     # NaN breaks the line: resolved points are joined only to resolved neighbours
     noise_axis.plot(points["step"], points["b_simple"].where(ok), marker="o", markersize=4, color="C0",
-                    label="B_simple, resolved", zorder=3)  # fmt: skip
+                    label=r"$B_{\mathrm{simple}}$, resolved", zorder=3)  # fmt: skip
     unresolved = points[~ok]
     if not unresolved.empty:
+        bound = r"not resolved: $B_{\mathrm{simple}} > n$ (lower bound)"
         noise_axis.scatter(unresolved["step"], [samples] * len(unresolved), marker="^", s=70, color="C0",
-                           zorder=3, label="not resolved: B_simple > n (lower bound)")  # fmt: skip
+                           zorder=3, label=bound)  # fmt: skip
     noise_axis.axhline(samples, linestyle="--", color="grey", label=f"n = {samples:,} clips")
-    noise_axis.set(ylabel="B_simple = tr(Σ)/|G|²", yscale="log")
+    noise_axis.set(ylabel=r"$B_{\mathrm{simple}} = \mathrm{tr}(\Sigma)/|G|^2$", yscale="log")
     noise_axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 50, 100, 200: within one decade
     noise_axis.yaxis.set_major_formatter(PLAIN)
     noise_axis.yaxis.set_minor_formatter(NullFormatter())

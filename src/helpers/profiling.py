@@ -20,10 +20,19 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import TensorDataset
 
-from helpers.ddp import significant
 from helpers.models import build_model
 from helpers.phase_clock import PHASES, PhaseClock
-from helpers.stats import MATTERS, Spread, ratio_words, shown_ratio, speedup, spread
+from helpers.stats import (
+    MATTERS,
+    Spread,
+    interval_digits,
+    interval_text,
+    ratio_words,
+    shown_ratio,
+    significant,
+    speedup,
+    spread,
+)
 from helpers.train import (
     WARMUP_STEPS,
     check_positive,
@@ -331,21 +340,23 @@ def backward_forward(result: dict, operation: str = "convolution") -> Spread:
 
 
 def ratio_text(measured: Spread, of: str = "") -> str:
-    """``2.58× (2.41–2.66× over 5 steps of one run)``, ``of`` following the median's ×."""
-    interval = f"{measured.low:.2f}–{measured.high:.2f}×"
-    return f"{measured.median:.2f}×{of} ({interval} over {measured.count} steps of one run)"
+    """``2.58× (2.41–2.66× over 5 steps of one run)``, ``of`` following the median's ×; the median and its
+    interval with the decimals that keep two different ends apart (``stats.interval_digits``: 3.822×
+    (3.820–3.825×), not 3.82× (3.82–3.82×))."""
+    digits = interval_digits("not resolved", measured.low, measured.high)
+    interval = interval_text(measured.low, measured.high, digits=digits)
+    return f"{measured.median:.{digits}f}×{of} ({interval} over {measured.count} steps of one run)"
 
 
 def backward_sentence(measured: Spread, expected: float) -> str:
     """What the backward/forward time ratio of the profiled steps (``backward_forward``) says against the
     ratio of the arithmetic."""
     relative = expected / measured.median
-    pace = "faster" if relative > 1 else "slower"
+    pace = f"ran {relative:.2f}× as fast as" if relative >= 1 else f"took {1 / relative:.2f}× as long as"
     took = ratio_text(measured, " the forward's time")
     return (
-        f"the backward convolutions took {took} for "
-        f"{expected:.2f}× their multiply-adds, so per multiply-add they ran {relative:.2f}× as fast as the "
-        f"forward ones ({pace})"
+        f"the backward convolutions took {took} for {expected:.2f}× their multiply-adds, so per "
+        f"multiply-add they {pace} the forward ones"
     )
 
 

@@ -333,6 +333,12 @@ def edition_note() -> str:
     return "\n".join(lines)
 
 
+def minute(timestamp: str | None) -> str:
+    """An ISO time in UTC as the chapters table shows it, to the minute: "2026-11-28 01:22"; "?" where
+    none was stored."""
+    return timestamp[:16].replace("T", " ") if timestamp else "?"
+
+
 def provenance_page() -> str:
     """The Markdown of ``book/provenance.md``, from the executed chapters' metadata."""
     rows, machines = [], {}
@@ -347,7 +353,7 @@ def provenance_page() -> str:
         rows.append(
             f"| {path.stem} | {edition_name(profile)} (`{profile}`) | "
             f"{describe(hardware) if hardware else '?'} (`{identifier}`) | {measured_when(study)} | "
-            f"{executed_where(study)} | {study.get('finished_at', '?')} | {study.get('seconds', '?')} s | "
+            f"{executed_where(study)} | {minute(study.get('finished_at'))} | {study.get('seconds', '?')} s | "
             f"{fresh_seconds(profile, identifier, path.stem)} |"
         )
     lines = [

@@ -32,13 +32,21 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from helpers.data import load_fsdd, take
-from helpers.ddp import GlobalBatchSampler, ms
+from helpers.ddp import GlobalBatchSampler
 from helpers.launch import launch
 from helpers.models import build_model
 from helpers.results import measured_in_rounds
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
-from helpers.stats import describe_speedup, interval_label, interval_text, launch_speedup, verdict_words
+from helpers.stats import (
+    describe_speedup,
+    interval_label,
+    interval_text,
+    launch_speedup,
+    ms,
+    point_text,
+    verdict_words,
+)
 from helpers.train import Timer, check_positive, make_optimizer, to_device
 
 
@@ -192,7 +200,10 @@ def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
         {
             "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
             "launches": table["launches"], "step time (ms)": table["step_median"].map(ms),
-            "speed-up S(k)": table["speedup"].round(2),
+            "speed-up S(k)": [
+                point_text(*row)
+                for row in table[["speedup", "speedup_low", "speedup_high", "verdict"]].to_numpy()
+            ],
             interval_label(table["launch_counts"]): [
                 interval_text(lo, hi, verdict)
                 for lo, hi, verdict in table[["speedup_low", "speedup_high", "verdict"]].to_numpy()
@@ -350,7 +361,9 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
             "launches": table["launches"],
             "accumulating: step (ms)": table["accumulation step s"].map(ms),
             "run compared: step (ms)": table["candidate step s"].map(ms),
-            "speed-up over accumulating": table["speedup"].round(2),
+            "speed-up over accumulating": [
+                point_text(*row) for row in table[["speedup", "low", "high", "verdict"]].to_numpy()
+            ],
             interval_label(table["launch_counts"]): [
                 interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()
             ],

@@ -158,6 +158,23 @@ def whole_percent(share: float) -> str:
     return f"{share * 100:.0f} %"
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, written out in full with thousands separators
+    ("1,920", "56.7", "0.00645"), never as 1.92e+03; NaN as "–"."""
+    if math.isnan(value):
+        return "–"
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
+    return significant(seconds * 1e3)
+
+
 def plural(count: int, noun: str) -> str:
     """``noun`` as ``count`` of it are called: launch, launches; round, rounds."""
     return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
@@ -167,7 +184,9 @@ def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> i
     """The decimals an interval needs, at least ``digits`` and at most 4, so that no end prints like a
     line it does not reach: 1 for a resolved ``verdict`` (0.962–0.997×, not 0.96–1.00×), or an edge of
     what matters, 1/(1 + ``MATTERS``) or 1 + ``MATTERS`` (1.1007 prints 1.101, not 1.10, which reads as
-    inside ±10 %), or, at two decimals, 1 − ``MATTERS`` (0.903 prints 0.903, not 0.90, like 10 % slower)."""
+    inside ±10 %), or, at two decimals, 1 − ``MATTERS`` (0.903 prints 0.903, not 0.90, like 10 % slower);
+    and so that two different ends never print alike (1.017–1.024×, not 1.02–1.02×, which reads as no
+    spread at all)."""
 
     def misprinted(bound: float, places: int) -> bool:
         shown = f"{bound:.{places}f}"
@@ -177,9 +196,19 @@ def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> i
             shown == f"{e:.{places}f}" and not math.isclose(bound, e, rel_tol=1e-6) for e in edges
         )
 
-    while digits < 4 and any(misprinted(bound, digits) for bound in (low, high)):
+    def alike(places: int) -> bool:
+        distinct = math.isfinite(low) and math.isfinite(high) and low != high
+        return distinct and f"{low:.{places}f}" == f"{high:.{places}f}"
+
+    while digits < 4 and (alike(digits) or any(misprinted(bound, digits) for bound in (low, high))):
         digits += 1
     return digits
+
+
+def point_text(value: float, low: float, high: float, verdict: str = "not resolved") -> str:
+    """A speed-up in a table beside its interval (``interval_text``), with the interval's decimals: 1.016
+    beside 1.016–1.018×, never 1.02, which reads as outside it."""
+    return f"{value:.{interval_digits(verdict, low, high)}f}"
 
 
 def interval_text(low: float, high: float, verdict: str = "not resolved", digits: int = 2) -> str:
@@ -210,6 +239,17 @@ def ratio_words(speedup: float, digits: int = 2, per: str = "") -> str:
     "1.20× as long" (``per``: what that time is of, " per sample"; ``describe_speedup`` puts "taking"
     before it)."""
     return f"{speedup:.{digits}f}×" if speedup >= 1 else f"{1 / speedup:.{digits}f}× as long{per}"
+
+
+def ratio_figures(speedup: float, low: float, high: float, digits: int = 2) -> tuple[str, str]:
+    """A speed-up and its interval as ``describe_speedup`` prints their numbers, for a sentence that words
+    them itself: ("1.52", "1.40–1.61×"), and below 1 those of the time taken (``shown_ratio``: 0.83×
+    (0.76–0.91×) gives ("1.20", "1.10–1.31×")), with the decimals the interval needs (``interval_digits``,
+    the verdict read from the interval: 1.004× (1.002–1.006×), never 1× (1–1.01×))."""
+    verdict = "faster" if low > 1 else "slower" if high < 1 else "not resolved"
+    shown, shown_low, shown_high = shown_ratio({"speedup": speedup, "low": low, "high": high})
+    digits = interval_digits(verdict, shown_low, shown_high, digits)
+    return f"{shown:.{digits}f}", interval_text(shown_low, shown_high, verdict, digits)
 
 
 def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: str = "") -> str:

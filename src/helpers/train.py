@@ -24,7 +24,7 @@ from helpers.data import FSDD_VERSION
 from helpers.hardware import gpu_count
 from helpers.models import MIB, build_model, saved_bytes_per_sample
 from helpers.results import ResultStore
-from helpers.stats import plural, speedup, spread
+from helpers.stats import ms, plural, significant, speedup, spread
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
@@ -445,25 +445,20 @@ def milliseconds(seconds, unit: str = " ms") -> str:
     return f"{median}{unit} ({low}–{high}, {found.count} steps)"
 
 
-def sweep_table(
-    steps: pd.DataFrame,
-    by=("model", "batch_size"),
-    step_text=lambda seconds: f"{seconds * 1e3:,.0f}",
-    epoch_text=lambda seconds: f"{seconds:,.1f}",
-) -> pd.DataFrame:
-    """The timed steps of ``steps_frame`` (or ``dataparallel.steps_frame``) per group of ``by``, to read:
-    the median step in milliseconds, the epoch it implies in seconds, and the epochs that the fastest and
-    the slowest step imply; ``step_text`` writes a step's seconds as milliseconds, ``epoch_text`` an
-    epoch's seconds."""
+def sweep_table(steps: pd.DataFrame, by=("model", "batch_size")) -> pd.DataFrame:
+    """The timed steps of ``steps_frame`` (or ``dataparallel.steps_frame``, by model, replicas and batch)
+    per group of ``by``, to read, every time to three significant digits (a GPU's 9.14 ms step, an epoch of
+    0.0457 s, never "9" and "0.0"): the median step in milliseconds, the epoch it implies in seconds, and
+    the epochs that the fastest and the slowest step imply."""
     by = list(by)
     step = spread_table(steps, by, "step_seconds").set_index(by)
     epoch = spread_table(steps, by, "epoch_seconds").set_index(by)
     table = pd.DataFrame(
         {
-            "step time (ms), median": step["median"].map(step_text),
-            "epoch time (s), median": epoch["median"].map(epoch_text),
+            "step time (ms), median": step["median"].map(ms),
+            "epoch time (s), median": epoch["median"].map(significant),
             "epoch time (s), fastest–slowest step": [
-                f"{epoch_text(low)}–{epoch_text(high)}"
+                f"{significant(low)}–{significant(high)}"
                 for low, high in zip(epoch["min"], epoch["max"], strict=True)
             ],
             "timed steps": step["repeats"],

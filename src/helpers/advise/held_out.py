@@ -245,13 +245,13 @@ def held_out_sentences(
     table: pd.DataFrame, goal: float = ACCURACY_GOAL_PERCENT, medians: dict[tuple, list[float]] | None = None
 ) -> dict[str, str]:
     """The held-out test in words (``validate.validate`` rows of one or more models), built from how many
-    multi-rank points there are: one point is stated as its error, several as their mean absolute error
-    and the worst; each against the book's ``goal`` (%). The spread over launches is called what it is
-    (``is_launch_range``: the range of a few launches, not a 95 % interval), and launches that drifted one
-    way (``medians``: ``launch_medians``) are said to have. Keys: ``interval_setting``,
-    ``held_out_detail`` (every point with its spread and verdict), ``held_out_summary`` (7.4),
-    ``held_out_answer`` (the answer box), ``held_out_takeaway``, ``accuracy_goal``, ``held_out_link_band``
-    (``link_band_note``)."""
+    multi-rank points there are: one point is stated as its error, several as their mean absolute
+    percentage error and the worst; each against the book's ``goal`` (%). The spread over launches is
+    called what it is (``is_launch_range``: the range of a few launches, not a 95 % interval), and
+    launches that drifted one way (``medians``: ``launch_medians``) are said to have. Keys:
+    ``interval_setting``, ``held_out_detail`` (every point with its spread and verdict),
+    ``held_out_summary`` (7.4), ``held_out_answer`` (the answer box), ``held_out_takeaway``,
+    ``accuracy_goal``, ``held_out_link_band`` (``link_band_note``)."""
     several = table[table["ranks"] > 1]
     found = {"accuracy_goal": f"{goal:g} %", "held_out_link_band": link_band_note(table)}
     if several.empty:
@@ -339,17 +339,18 @@ def held_out_sentences(
         else f"{within} of the {len(rows)} {'is' if within == 1 else 'are'}"
     )  # fmt: skip
     worst_text = f"worst {abs(worst.error_percent):.0f} %, {point(worst)}"
+    # the answer box says it in a sentence; 7.4 gives the setting and every point
     found["held_out_answer"] = (
-        f"{opening}predicts their DDP steps at {len(rows)} multi-rank points with a mean absolute error of "
-        f"{mape:.0f} % ({worst_text}): {count} within the book's {goal:g} % goal."
+        f"Its predictions of the new models' DDP steps at {len(rows)} multi-rank points on this machine are "
+        f"off by {mape:.0f} % on average ({worst_text}): {count} within the book's {goal:g} % goal."
     )
     found["held_out_summary"] = (
-        f"Over these {len(rows)} multi-rank points the mean absolute error is {mape:.0f} % ({worst_text}), "
-        f"against the {goal:g} % this book set itself as a goal: {count} within it."
+        f"Over these {len(rows)} multi-rank points the mean absolute percentage error is {mape:.0f} % "
+        f"({worst_text}), against the {goal:g} % this book set itself as a goal: {count} within it."
     )
     found["held_out_takeaway"] = (
-        f"{takeaway}predicts their DDP steps with a mean absolute error of {mape:.0f} % over {len(rows)} "
-        f"points ({worst_text}); {count} within the book's {goal:g} % goal."
+        f"{takeaway}predicts their DDP steps with a mean absolute percentage error of {mape:.0f} % over "
+        f"{len(rows)} points ({worst_text}); {count} within the book's {goal:g} % goal."
     )
     return found
 

@@ -24,6 +24,7 @@ from helpers.costmodel.prose import short_verdict
 from helpers.costmodel.specs import CENTRAL, GPUS, LINKS
 from helpers.data import SPLIT_SIZES
 from helpers.sharding.memory import per_rank_bytes
+from helpers.stats import ratio_figures
 
 METHODS = {"dataparallel": "DataParallel", "ddp_overlap": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2",
            "zero3": "ZeRO-3 (FSDP)"}  # fmt: skip
@@ -227,14 +228,16 @@ def all_reduce_words(cond: pd.Series, per_gpu: int) -> str:
 
 
 def verdict_sentences(summary: pd.DataFrame, conditions: pd.DataFrame, global_batch: int) -> list[str]:
-    """One sentence per multi-GPU machine: speed-up and cost multiplier with their bands, the verdicts that
-    hold over the band, and where the all-reduce stands: after backward with one DDP bucket, else hidden
-    from which per-GPU batch (``all_reduce_words``)."""
+    """One sentence per multi-GPU machine: speed-up ("2.1× as fast as one"; below 1 the time taken, "1.3×
+    as long as one") and cost multiplier with their bands, the verdicts that hold over the band, and where
+    the all-reduce stands: after backward with one DDP bucket, else hidden from which per-GPU batch
+    (``all_reduce_words``)."""
     found = []
     by_machine = conditions.set_index("machine")
     for row in summary[summary["gpus"] > 1].itertuples():
-        text = (f"{row.gpus} × {row.gpu} ({row.machine}): {row.speedup:.3g}× "
-                f"({row.speedup_low:.3g}–{row.speedup_high:.3g}×) as fast as one")  # fmt: skip
+        figure, band = ratio_figures(row.speedup, row.speedup_low, row.speedup_high)
+        pace = "as fast as one" if row.speedup >= 1 else "as long as one"
+        text = f"{row.gpus} × {row.gpu} ({row.machine}): {figure}× ({band}) {pace}"
         if not math.isnan(row.cost_multiplier):
             text += (f", for {row.cost_multiplier:.3g}× the dollars "
                      f"({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)")  # fmt: skip

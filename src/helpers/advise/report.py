@@ -14,7 +14,7 @@ import pandas as pd
 from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
-from helpers.costmodel import figures, gpus, specs, tables
+from helpers.costmodel import figures, gpus, rule, specs, tables
 from helpers.costmodel.prose import short_verdict
 from helpers.results import write_json_atomically
 
@@ -219,6 +219,34 @@ def why_slower(advice: Advice) -> tuple[pd.DataFrame, list[str]]:
     return applies.drop(columns="applies"), faster
 
 
+def typeset(text: str) -> str:
+    """The command's plain-text symbols (b*_floor, b*_hide) as the book typesets them."""
+    return text.replace("b*_floor", rule.FLOOR).replace("b*_hide", rule.HIDE)
+
+
+def reason_summary(applies: pd.DataFrame) -> pd.DataFrame:
+    """``why_slower``'s reasons, one row each in their order: the machines it applies on ("all 11" where
+    it applies on every machine listed) and its number on the first of them, its symbols typeset (the
+    terminal's b*_floor is the book's ``rule.FLOOR``). Readers see four rows, not one per machine and
+    reason; the full table keeps every machine's number."""
+    machines = list(dict.fromkeys(applies["machine"]))
+    rows = []
+    for reason, group in applies.groupby("reason", sort=False):
+        on = list(group["machine"])
+        first = group.iloc[0]
+        rows.append({
+            "reason": reason,
+            "applies on": f"all {len(machines)} machines" if len(on) == len(machines) else stats.listed(on),
+            "its number, for example": f"{typeset(first['number'])} ({first['machine']})",
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["reason", "applies on", "its number, for example"]).set_index("reason")
+
+
+def reason_table(applies: pd.DataFrame) -> pd.DataFrame:
+    """``why_slower``'s reasons in full, by machine and reason, their numbers' symbols typeset."""
+    return applies.assign(number=applies["number"].map(typeset)).set_index(["machine", "reason"])
+
+
 def faster_note(faster: list[str]) -> str:
     """What ``why_slower`` left out, as a sentence: "On the seed's 4x GTX 1080 Ti workstation and AWS
     g6.12xlarge, predicted faster whatever the inputs, the same kinds of cost are paid and outweighed by
@@ -236,8 +264,8 @@ def summary_lines(counted: Counted, advice: Advice) -> list[str]:
     state = counted.optimizer_state_bytes
     shape = tuple(counted.input_shape)
     return [
-        f"{counted.name}: {counted.parameters:,} parameters, input {shape}, {counted.dtype}, "
-        f"{counted.optimizer} (counted)",
+        f"{gpus.shown_name(counted.name)}: {counted.parameters:,} parameters, input {shape}, "
+        f"{counted.dtype}, {counted.optimizer} (counted)",
         f"  gradients {megabytes(counted.gradient_bytes)}, optimizer state {megabytes(state)}, kept for "
         f"backward {megabytes(counted.activation_bytes_per_sample)} per sample (counted)",
         f"  training {counted.training_flops_per_sample / 1e9:.3g} GFLOP per sample in products and "
@@ -346,10 +374,8 @@ def write_json(path: Path, advice: Advice, measured=None, validation=None) -> No
 
 def write_figure(path: Path, advice: Advice) -> None:
     """Speed-up against the dollars of a result over one GPU's, per machine with a one-GPU offer."""
-    figure = figures.plot_renter_choice(
-        advice.machines,
-        f"{advice.counted.name}, global batch {advice.global_batch}: speed-up against dollars",
-    )
+    what = f"{gpus.shown_name(advice.counted.name)}, global batch {advice.global_batch}"
+    figure = figures.plot_renter_choice(advice.machines, f"{what}: speed-up against dollars")
     figure.savefig(path, dpi=120, bbox_inches="tight")
 
 

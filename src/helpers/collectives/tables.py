@@ -173,8 +173,8 @@ def deadlock_table(result: dict) -> pd.DataFrame:
             "rank": rank["rank"],
             "skipped the all-reduce": rank["skipped_all_reduce"],
             "timed out": rank["timed_out"],
-            "waited (s)": f"{rank['seconds']:.2f}" if rank.get("seconds") is not None else "—",
-            "error": rank.get("error") or "—",
+            "waited (s)": f"{rank['seconds']:.2f}" if rank.get("seconds") is not None else "–",
+            "error": rank.get("error") or "–",
         }
         for rank in result["ranks"]
     ]

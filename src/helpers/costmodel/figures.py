@@ -5,9 +5,12 @@ several panels go into a grid, legends under the panels."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pandas as pd
 from matplotlib import pyplot as plt
 
+from helpers.costmodel.gpus import shown_name
 from helpers.costmodel.prose import METHOD_NAMES
 from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
 from helpers.train import counted
@@ -52,7 +55,7 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
         axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
         axis.axvline(row.fitted_up_to_step, color="grey", linestyle=":", linewidth=0.8, label="end of fit")
         test = "out of sample" if row.out_of_sample else "not a test"
-        axis.set_title(f"{curve['curve']}\n({test})", fontsize=7)
+        axis.set_title(f"{textwrap.fill(curve['curve'], 36)}\n({test})", fontsize=7)  # no title runs on
         axis.set_xlabel(curve["unit"], fontsize=8)
         axis.tick_params(labelsize=7)
     for axis in axes[:: min(3, len(axes))]:
@@ -95,7 +98,7 @@ def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware
                 band = [rows["predicted_seconds"] - rows["predicted_low_seconds"],
                         rows["predicted_high_seconds"] - rows["predicted_seconds"]]  # fmt: skip
             axis.errorbar(rows["step_seconds"], rows["predicted_seconds"], xerr=errors, yerr=band, fmt="o",
-                          capsize=2, color=f"C{index}", label=model)  # fmt: skip
+                          capsize=2, color=f"C{index}", label=shown_name(model))  # fmt: skip
         axis.plot([low, high], [low, high], color="black", linewidth=1, label="prediction = measurement")
         axis.set(xscale="log", yscale="log", xlabel="measured seconds per step",
                  ylabel="predicted seconds per step")  # fmt: skip
@@ -124,7 +127,7 @@ def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None)
                 axis.errorbar(points["batch"], points["step_seconds"], yerr=spread, fmt="kX", markersize=7,
                               capsize=2, label=f"measured on one {gpu} (fastest–slowest step)")  # fmt: skip
         plain_log_axes(axis, sorted(predicted["batch"].unique()))
-        axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=model)
+        axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=shown_name(model))
     checked = measured is not None and len(measured)
     figure = titled(
         figure, "One training step on one GPU: the roofline's band (float32, TF32 off)",
@@ -147,7 +150,7 @@ def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
                       label="predicted, with its band")  # fmt: skip
         axis.plot(rows["gpus"], rows.index, "|", color="grey", markersize=12, label="perfect scaling (k)")
         axis.axvline(1, color="grey", linewidth=0.8)
-        axis.set(xscale="log", title=model)
+        axis.set(xscale="log", title=shown_name(model))
         log_ticks(axis.xaxis)
         axis.set_yticks(range(len(machines)), machines, fontsize=8)
         axis.invert_yaxis()
@@ -174,8 +177,8 @@ def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
                           color=f"C{machines.index(row.machine) % 10}", label=row.machine)  # fmt: skip
         axis.axhline(1, color="grey", linewidth=0.8)
         axis.axvline(1, color="grey", linewidth=0.8)
-        axis.set(xscale="log", yscale="log", title=model, xlabel="$ per result over one GPU's (×)",
-                 ylabel="speed-up over one GPU (×)")  # fmt: skip
+        axis.set(xscale="log", yscale="log", title=shown_name(model),
+                 xlabel="$ per result over one GPU's (×)", ylabel="speed-up over one GPU (×)")  # fmt: skip
         log_ticks(axis.xaxis)
         log_ticks(axis.yaxis)
     figure = titled(figure, what, "PREDICTIONS")
@@ -208,7 +211,7 @@ def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
     for axis, model in zip(axes, models, strict=True):
         _band_lines(axis, frame[frame["model"] == model], "global_batch", "epoch_seconds", "GPUs")
         plain_log_axes(axis, sorted(frame["global_batch"].unique()))
-        axis.set(xlabel="batch size", ylabel="seconds per 2,000-clip epoch", title=model)
+        axis.set(xlabel="batch size", ylabel="seconds per 2,000-clip epoch", title=shown_name(model))
         axis.tick_params(axis="x", labelsize=7)
     hardware = f"{check['machine'].iloc[0]}, {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
     figure = titled(figure, "The seed's experiment, predicted with its band", hardware)

@@ -31,6 +31,7 @@ Conventions (stated once, used everywhere):
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -93,6 +94,12 @@ def register(name: str, costs: ModelCosts) -> str:
         )
     REGISTERED[name] = costs
     return name
+
+
+def shown_name(name: str) -> str:
+    """A registered name as a reader reads it: "MelCNN [0e882f44]" (the digest of what was counted, which
+    tells two shapes of one model apart in the registry) is "MelCNN"."""
+    return re.sub(r" \[[0-9a-f]{8}\]$", "", name)
 
 
 def loss_ops(model_name: str) -> int:

@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from helpers import stats
+from helpers.batchsize import B_KNEE, S_MIN
 from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import (
     gradient_bytes,
@@ -30,8 +31,8 @@ from helpers.costmodel.recommend import (
 from helpers.costmodel.seed import SEED_TRAFFIC
 from helpers.costmodel.specs import GPUS, OP_MEASURED_GPU, OP_OVERHEAD
 from helpers.costmodel.validation import link_band_percent
-from helpers.ddp import ddp_bucket_bytes, significant
-from helpers.stats import PARAGRAPH_BREAK, listed, plural
+from helpers.ddp import ddp_bucket_bytes
+from helpers.stats import PARAGRAPH_BREAK, listed, plural, significant
 from helpers.train import counted
 
 WHATEVER = " whatever the inputs"
@@ -550,7 +551,7 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
     for name in measured:
         r = relations[name]
         texts.append(
-            f"For `{name}` it found S_min = {r['s_min']:.3g} steps and a knee B_knee = {r['b_crit']:.3g} "
+            f"For `{name}` it found {S_MIN} = {r['s_min']:.3g} steps and a knee {B_KNEE} = {r['b_crit']:.3g} "
             f"with the {r['rule']} learning-rate rule (training loss {r['target_loss']} on "
             f"{r['train_samples']} clips, global batches {r['smallest_batch']}–{r['largest_batch']}). "
             f"Above {r['largest_batch']} the relation would be an extrapolation, so the times below stop "

@@ -53,7 +53,7 @@ from helpers.dataparallel import SAMPLE_BYTES, chunk_sizes
 from helpers.ddp import ddp_bucket_bytes
 from helpers.paths import results_dir
 from helpers.results import read_json, short_hash
-from helpers.stats import spread
+from helpers.stats import ratio_figures, spread
 from helpers.train import counted
 
 METHODS = ("dataparallel", "ddp_overlap")
@@ -431,11 +431,14 @@ def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFr
 
 
 def headline(summary: pd.DataFrame, model: str, machine: str, batch: int, bands: bool = True) -> str:
-    """ "a speed-up of 4.9× (3.1–6.0×) for 1.63× the dollars (1.33–2.58×)" for one row of ``summarize``;
-    without its ``bands``, "a speed-up of 4.9× for 1.63× the dollars"."""
+    """ "a speed-up of 4.90× (3.10–6.00×) for 1.63× the dollars (1.33–2.58×)" for one row of
+    ``summarize``; without its ``bands``, "a speed-up of 4.90× for 1.63× the dollars". A speed-up below 1
+    reads as the time taken (``stats.ratio_figures``): "1.12× the time (1.05–1.23×) for 8.94× the
+    dollars"."""
     row = summary.query("model == @model and machine == @machine and global_batch == @batch").iloc[0]
-    text = f"a speed-up of {row.speedup:.3g}×"
-    text += f" ({row.speedup_low:.3g}–{row.speedup_high:.3g}×)" if bands else ""
+    figure, band = ratio_figures(row.speedup, row.speedup_low, row.speedup_high)
+    text = f"a speed-up of {figure}×" if row.speedup >= 1 else f"{figure}× the time"
+    text += f" ({band})" if bands else ""
     if not math.isnan(row.cost_multiplier):
         text += f" for {row.cost_multiplier:.3g}× the dollars"
         text += f" ({row.cost_multiplier_low:.3g}–{row.cost_multiplier_high:.3g}×)" if bands else ""

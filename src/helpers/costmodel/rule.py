@@ -26,6 +26,10 @@ from helpers.costmodel.recommend import (
 )
 from helpers.costmodel.specs import GPUS, LINKS, scenarios
 
+# The rule's two per-GPU batches as the book typesets them, in tables and glued sentences (\(…\) is math
+# there: the book's pasted_code extension and MathJax read it; "$" in a sentence is a dollar).
+HIDE, FLOOR = r"\(b^*_{\text{hide}}\)", r"\(b^*_{\text{floor}}\)"
+
 
 def hidden_but_last(backward_seconds: float, bucket_bytes: list[float], all_reduce_seconds) -> bool:
     """Whether backward hides every bucket's all-reduce but the last's, the most DDP can hide: bucket j is

@@ -9,9 +9,9 @@ import pandas as pd
 
 from helpers.costmodel.gpus import gradient_bytes
 from helpers.costmodel.recommend import BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, TRAIN_CLIPS, ddp_buckets
+from helpers.costmodel.rule import FLOOR, HIDE
 from helpers.costmodel.tables import banded
-from helpers.ddp import significant
-from helpers.stats import listed
+from helpers.stats import listed, significant
 
 
 def _mib(nbytes: float) -> str:
@@ -78,17 +78,17 @@ def _floor_reading(rows: pd.DataFrame) -> str:
     """Where the per-GPU batch of the chapter's global batch stands against b*_floor (central values)."""
     floors = f"{_span(rows['floor'], whole=True)} per GPU (central values)"
     if "per_gpu_batch" not in rows or rows["per_gpu_batch"].isna().any():
-        return f"Its b*_floor is {floors}"
+        return f"Its {FLOOR} is {floors}"
     above = int((rows["per_gpu_batch"] >= rows["floor"]).sum())
     share = int(rows["per_gpu_batch"].max())
     if above == len(rows):
-        return (f"Its b*_floor, {floors}, lies below the {share} samples each GPU computes there on every "
+        return (f"Its {FLOOR}, {floors}, lies below the {share} samples each GPU computes there on every "
                 "machine, so the compute that more GPUs divide outgrows the fixed cost")  # fmt: skip
     if above == 0:
-        return (f"Its b*_floor, {floors}, lies above the {share} samples each GPU computes there on every "
+        return (f"Its {FLOOR}, {floors}, lies above the {share} samples each GPU computes there on every "
                 "machine, so each GPU's step is mostly the fixed cost, which more GPUs do not "
                 "divide")  # fmt: skip
-    return (f"Its b*_floor is {floors}: the {share} samples each GPU computes there outgrow it on {above} of "
+    return (f"Its {FLOOR} is {floors}: the {share} samples each GPU computes there outgrow it on {above} of "
             f"{len(rows)} machines")  # fmt: skip
 
 
@@ -209,7 +209,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
     if len(edge):
         notes.append(
             f"At the band's edge on {listed(sorted(set(edge['machine'])))}, even a one-sample backward "
-            "hides the all-reduce of every bucket but the last (b*_hide = 1), so there only the second "
+            f"hides the all-reduce of every bucket but the last ({HIDE} = 1), so there only the second "
             "condition decides."
         )
     texts["hide_note"] = " ".join(note for note in notes if note)
@@ -232,7 +232,7 @@ def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
     rule = (
         "That is the book's answer in one table: more GPUs help a model whose compute per GPU outlasts the "
         "all-reduce left after backward (all of it with one bucket; with several, once the per-GPU batch "
-        "reaches b*_hide, only the last bucket's) and outgrows the fixed cost (b*_floor), at a global batch "
+        f"reaches {HIDE}, only the last bucket's) and outgrows the fixed cost ({FLOOR}), at a global batch "
         "the data can fill — a model of many FLOPs per gradient byte, on a link fast enough for its "
         "gradients."
     )
@@ -241,7 +241,7 @@ def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
         rows = conditions[conditions["model"] == name]
         if rows.empty or not {"floor", "buckets", "hide"} <= set(rows):
             continue
-        floor = f"its b*_floor is {_span(rows['floor'], whole=True)} per GPU"
+        floor = f"its {FLOOR} is {_span(rows['floor'], whole=True)} per GPU"
         if name in beside:
             parts.append(f"`{name}`'s all-reduce after backward lasts {as_long_as(beside[name])} its step "
                          f"per GPU without it and {floor}")  # fmt: skip
@@ -257,7 +257,7 @@ def _closing(conditions: pd.DataFrame, beside: dict[str, list[float]]) -> str:
                 readings.append(f"`{name}` outgrows its fixed cost on {outgrown} and not on the others")
         elif rows["buckets"].gt(1).all():
             hide = _span(rows["hide"], whole=True)
-            parts.append(f"`{name}` hides all but its last bucket from b*_hide = {hide} per GPU and {floor}")
+            parts.append(f"`{name}` hides all but its last bucket from {HIDE} = {hide} per GPU and {floor}")
     if not parts:
         return rule
     said = f"{rule} Here {'; '.join(parts)} (central values)."

@@ -17,7 +17,8 @@ from helpers.costmodel.recommend import (
     result_costs,
     time_to_result,
 )
-from helpers.ddp import significant
+from helpers.costmodel.rule import FLOOR, HIDE
+from helpers.stats import significant
 
 
 def banded(
@@ -100,18 +101,28 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
              "DDP buckets": conditions["buckets"]}  # fmt: skip
     if not one.all():
         hide = banded(conditions, "hide", whole=True).where(~one, "none: one bucket")
-        shown["b*_hide: all but the last bucket hidden (per GPU)"] = hide
+        shown[f"{HIDE}: all but the last bucket hidden (per GPU)"] = hide
     shown["all-reduce left after backward (ms)"] = banded(conditions, "tail_seconds", 1e3)
     if "compute_seconds" in conditions and conditions["compute_seconds"].notna().any():
         batch, shares = int(conditions["batch"].iloc[0]), conditions["per_gpu_batch"].unique()
-        each = f", {int(shares[0])} per GPU" if len(shares) == 1 else ""
-        shown[f"step per GPU without the all-reduce at a global batch of {batch}{each} (ms)"] = banded(
+        each = f" ({int(shares[0])} per GPU)" if len(shares) == 1 else ""
+        shown[f"each GPU's step without the all-reduce, global batch {batch}{each} (ms)"] = banded(
             conditions, "compute_seconds", 1e3
         )
-    shown["b*_floor: above the fixed cost (per GPU)"] = banded(conditions, "floor", whole=True)
+    shown[f"{FLOOR}: above the fixed cost (per GPU)"] = banded(conditions, "floor", whole=True)
     shown["global batch needed"] = banded(conditions, "needed_global_batch", whole=True)
-    shown[f"against {TRAIN_CLIPS:,} clips"] = conditions["needed against the training set"]
+    shown[f"do {TRAIN_CLIPS:,} clips hold it?"] = conditions["needed against the training set"].map(_holds)
     return pd.DataFrame(shown)
+
+
+def _holds(against_data: str) -> str:
+    """``rule.condition_table``'s answer to whether the training set holds a global batch, as a table's
+    cell under the question: "yes, whatever the inputs", "no, whatever the inputs", or "depends on …"."""
+    answers = {"within the dataset whatever the inputs": "yes, whatever the inputs",
+               "more than the dataset holds whatever the inputs": "no, whatever the inputs"}  # fmt: skip
+    return answers.get(
+        against_data, against_data.replace("within the dataset or not, depending on", "depends on")
+    )
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
