@@ -292,7 +292,7 @@ def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
 
 # Issue 38's layout budgets, measured on the rendered page: every paragraph keeps them, the generated
 # readings too (a long one is glued as Markdown paragraphs: ``chapter.glue_all``'s ``markdown``).
-PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS = 200, 60, 4, 60
+PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS = 200, 60, 4, 50
 BUDGETS = """
 const article = document.querySelector('article');
 const folded = e => e.closest('details') !== null && !e.closest('details').open;
@@ -335,7 +335,7 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     """At 1280 px and at a phone's 390 px: no paragraph over 200 words, no output over 60 lines
     outside a fold, no "(s)" plural, no number in a table with more than 4 significant digits after its
     point's zeros, no heading wider than the screen, nothing run off the column and no page wider than the
-    screen, no answer-box bullet over 60 words (the box answers in a sentence; what its figures are follows
+    screen, no answer-box bullet over 50 words (the box answers in a sentence; what its figures are follows
     it), and a chapter's answer within its first two screens at 1280 px."""
     # headless Chromium keeps a window at least 500 px wide: a phone's width is emulated
     metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": width < 500}

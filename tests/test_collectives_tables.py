@@ -316,9 +316,9 @@ def test_the_busiest_links_in_one_phrase():
     # ConvNet: 376,200 float32 parameters, N = 1,504,800 B; k = 4: ring 2(k−1)/k·N = 2,257,200 B, a server
     # on the CPU kN = 6,019,200 B, on a rank (k−1)N = 4,514,400 B, two shards k·N/2 = 3,009,600 B
     assert tables.describe_topologies("ConvNet", 4, 2) == (
-        "`ConvNet` (1.5 MB of gradients) on k = 4: per step, the busiest link carries 2.26 MB each way in a "
-        "ring all-reduce, against 6.02 MB at a parameter server on the CPU, 4.51 MB at one on a rank and "
-        "3.01 MB with 2 sharded servers"
+        "`ConvNet`'s 1.5 MB of gradients on k = 4: the busiest link carries 2.26 MB each way per step in a "
+        "ring all-reduce; 6.02 MB at a parameter server on the CPU, 4.51 MB at one on a rank, 3.01 MB with "
+        "2 sharded servers"
     )
 
 
