@@ -236,6 +236,11 @@ def test_each_kind_of_operator_s_share_comes_with_its_spread_over_the_profiled_s
     assert profiling.share_text(convolutions, on_gpu=False) == (
         "67% of a profiled step (50%–80% over 3 steps of one run)"
     )
+    # the gpu edition's 94%–94%: two different ends keep apart with a decimal
+    close = stats.spread([0.9412, 0.942, 0.9431])
+    assert profiling.share_text(close, on_gpu=True) == (
+        "94.2% of a profiled step's GPU kernel time (94.1%–94.3% over 3 steps of one run)"
+    )
     assert shares["matrix products"].median == pytest.approx(5 / 60)
     assert profiling.across_steps(result, lambda step: step["host_seconds"]).high == pytest.approx(0.08)
 

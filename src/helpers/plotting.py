@@ -22,10 +22,10 @@ COLUMN_INCHES = 7.5  # the book's column: no figure is wider
 
 
 def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
-    """Log-log axes labelled with plain numbers (10, 20, 50 rather than 2 x 10^1), ticks at ``xticks``."""
+    """Log-log axes labelled with plain numbers (10, 20, 50 rather than 2 x 10^1), ticks at ``xticks``;
+    a tick too close to the last labelled one keeps its mark but not its label (``spaced_labels``)."""
     axis.set(xscale="log", yscale="log")
-    axis.set_xticks(xticks)
-    axis.xaxis.set_major_formatter(PLAIN)
+    axis.set_xticks(xticks, spaced_labels(xticks))
     axis.xaxis.set_minor_formatter(NullFormatter())
     low, high = axis.get_ylim()
     spans_decades = low > 0 and high / low > 300  # 1, 2 and 5 of every decade would crowd the axis
@@ -33,6 +33,19 @@ def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
     axis.yaxis.set_major_formatter(PLAIN)
     axis.yaxis.set_minor_formatter(NullFormatter())
     axis.tick_params(axis="x", labelrotation=90)
+
+
+def spaced_labels(ticks: list, share: float = 1 / 16) -> list[str]:
+    """Plain labels for log-spaced ``ticks``, "" for a tick within ``share`` of the ticks' log span of the
+    last one labelled: 10 to 600 labels 400 and 600 but not 500, whose label would overlap both."""
+    logs = [math.log10(tick) for tick in ticks]
+    gap = (max(logs) - min(logs)) * share if len(logs) > 1 else 0.0
+    labels, last = [], None
+    for tick, at in zip(ticks, logs, strict=True):
+        keep = last is None or at - last >= gap
+        labels.append(f"{tick:g}" if keep else "")
+        last = at if keep else last
+    return labels
 
 
 def log_ticks(axis) -> None:
@@ -271,7 +284,9 @@ def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str, lin
         if not math.isfinite(fit["bytes_per_second"]):
             speed = "fit: no positive slope"
         elif fit["r_squared"] < line_holds:
-            speed = f"no line: R² {fit['r_squared']:.2f}, time does not follow bytes"
+            speed = (
+                f"no line: R² {fit['r_squared']:.2f},\ntime does not follow bytes"  # two lines: no overlap
+            )
         else:
             line = [fit["intercept_seconds"], fit["intercept_seconds"] + fit["seconds_per_byte"] * top]
             axis.plot([0, top / 1e6], line, color="black", linewidth=1)

@@ -466,10 +466,13 @@ def step_total(step: dict) -> float:
 
 
 def share_text(share: Spread, on_gpu: bool) -> str:
-    """``93% of a profiled step (92–94% over 5 steps of one run)``; on a GPU, of its kernel time."""
+    """``93% of a profiled step (92–94% over 5 steps of one run)``; on a GPU, of its kernel time. The
+    percentages get the decimals that keep two different ends apart (94.1–94.3%, not 94%–94%)."""
     of = "a profiled step's GPU kernel time" if on_gpu else "a profiled step"
+    digits = interval_digits("not resolved", share.low * 100, share.high * 100, digits=0)
     return (
-        f"{share.median:.0%} of {of} ({share.low:.0%}–{share.high:.0%} over {share.count} steps of one run)"
+        f"{share.median:.{digits}%} of {of} ({share.low:.{digits}%}–{share.high:.{digits}%} over "
+        f"{share.count} steps of one run)"
     )
 
 
