@@ -25,8 +25,7 @@ from helpers.phase_clock import PHASES, PhaseClock
 from helpers.stats import (
     MATTERS,
     Spread,
-    interval_digits,
-    interval_text,
+    apart_digits,
     ratio_words,
     shown_ratio,
     significant,
@@ -341,10 +340,10 @@ def backward_forward(result: dict, operation: str = "convolution") -> Spread:
 
 def ratio_text(measured: Spread, of: str = "") -> str:
     """``2.58× (2.41–2.66× over 5 steps of one run)``, ``of`` following the median's ×; the median and its
-    interval with the decimals that keep two different ends apart (``stats.interval_digits``: 3.822×
+    interval with the decimals that keep two different ends apart (``stats.apart_digits``: 3.822×
     (3.820–3.825×), not 3.82× (3.82–3.82×))."""
-    digits = interval_digits("not resolved", measured.low, measured.high)
-    interval = interval_text(measured.low, measured.high, digits=digits)
+    digits = apart_digits(measured.low, measured.high)
+    interval = f"{measured.low:.{digits}f}–{measured.high:.{digits}f}×"
     return f"{measured.median:.{digits}f}×{of} ({interval} over {measured.count} steps of one run)"
 
 
@@ -469,7 +468,7 @@ def share_text(share: Spread, on_gpu: bool) -> str:
     """``93% of a profiled step (92–94% over 5 steps of one run)``; on a GPU, of its kernel time. The
     percentages get the decimals that keep two different ends apart (94.1–94.3%, not 94%–94%)."""
     of = "a profiled step's GPU kernel time" if on_gpu else "a profiled step"
-    digits = interval_digits("not resolved", share.low * 100, share.high * 100, digits=0)
+    digits = apart_digits(share.low * 100, share.high * 100, digits=0)
     return (
         f"{share.median:.{digits}%} of {of} ({share.low:.{digits}%}–{share.high:.{digits}%} over "
         f"{share.count} steps of one run)"

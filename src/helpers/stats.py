@@ -180,13 +180,21 @@ def plural(count: int, noun: str) -> str:
     return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
 
 
+def apart_digits(low: float, high: float, digits: int = 2) -> int:
+    """The decimals, at least ``digits`` and at most 4, at which two different finite ends print apart
+    (1.017–1.024, not 1.02–1.02, which reads as no spread at all); any interval, not only a speed-up's."""
+    distinct = math.isfinite(low) and math.isfinite(high) and low != high
+    while distinct and digits < 4 and f"{low:.{digits}f}" == f"{high:.{digits}f}":
+        digits += 1
+    return digits
+
+
 def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> int:
     """The decimals an interval needs, at least ``digits`` and at most 4, so that no end prints like a
     line it does not reach: 1 for a resolved ``verdict`` (0.962–0.997×, not 0.96–1.00×), or an edge of
     what matters, 1/(1 + ``MATTERS``) or 1 + ``MATTERS`` (1.1007 prints 1.101, not 1.10, which reads as
     inside ±10 %), or, at two decimals, 1 − ``MATTERS`` (0.903 prints 0.903, not 0.90, like 10 % slower);
-    and so that two different ends never print alike (1.017–1.024×, not 1.02–1.02×, which reads as no
-    spread at all)."""
+    and so that two different ends never print alike (``apart_digits``)."""
 
     def misprinted(bound: float, places: int) -> bool:
         shown = f"{bound:.{places}f}"
@@ -196,11 +204,8 @@ def interval_digits(verdict: str, low: float, high: float, digits: int = 2) -> i
             shown == f"{e:.{places}f}" and not math.isclose(bound, e, rel_tol=1e-6) for e in edges
         )
 
-    def alike(places: int) -> bool:
-        distinct = math.isfinite(low) and math.isfinite(high) and low != high
-        return distinct and f"{low:.{places}f}" == f"{high:.{places}f}"
-
-    while digits < 4 and (alike(digits) or any(misprinted(bound, digits) for bound in (low, high))):
+    digits = apart_digits(low, high, digits)  # more decimals keep them apart: only the edges remain
+    while digits < 4 and any(misprinted(bound, digits) for bound in (low, high)):
         digits += 1
     return digits
 

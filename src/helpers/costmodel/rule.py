@@ -29,6 +29,10 @@ from helpers.costmodel.specs import GPUS, LINKS, scenarios
 # The rule's two per-GPU batches as the book typesets them, in tables and glued sentences (\(…\) is math
 # there: the book's pasted_code extension and MathJax read it; "$" in a sentence is a dollar).
 HIDE, FLOOR = r"\(b^*_{\text{hide}}\)", r"\(b^*_{\text{floor}}\)"
+# Whether the training set holds a global batch (``_against_data``), as prose and tables read it.
+HELD = "within the dataset whatever the inputs"
+NOT_HELD = "more than the dataset holds whatever the inputs"
+HELD_OR_NOT = "within the dataset or not, depending on "
 
 
 def hidden_but_last(backward_seconds: float, bucket_bytes: list[float], all_reduce_seconds) -> bool:
@@ -116,11 +120,11 @@ def _against_data(frame: pd.DataFrame, column: str, cap: int) -> str:
     of ``frame`` (``batch_conditions``' scenarios), or what decides it."""
     need = frame[column]
     if need.max() <= cap:
-        return "within the dataset whatever the inputs"
+        return HELD
     if need.min() > cap:
-        return "more than the dataset holds whatever the inputs"
+        return NOT_HELD
     deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
-    return "within the dataset or not, depending on " + (
+    return HELD_OR_NOT + (
         " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
     )
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from helpers.costmodel.gpus import gradient_bytes
 from helpers.costmodel.recommend import BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, TRAIN_CLIPS, ddp_buckets
-from helpers.costmodel.rule import FLOOR, HIDE
+from helpers.costmodel.rule import FLOOR, HELD, HIDE, NOT_HELD
 from helpers.costmodel.tables import banded
 from helpers.stats import listed, significant
 
@@ -20,8 +20,7 @@ def _mib(nbytes: float) -> str:
 
 def _against(rows: pd.DataFrame, column: str) -> tuple[int, int]:
     """Of ``rows``, how many fit the training set whatever the inputs by ``column``, and how many never."""
-    return (int(rows[column].eq("within the dataset whatever the inputs").sum()),
-            int(rows[column].eq("more than the dataset holds whatever the inputs").sum()))  # fmt: skip
+    return int(rows[column].eq(HELD).sum()), int(rows[column].eq(NOT_HELD).sum())
 
 
 def fits_phrase(within: int, never: int, machines: int) -> str:

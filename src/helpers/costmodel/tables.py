@@ -17,7 +17,7 @@ from helpers.costmodel.recommend import (
     result_costs,
     time_to_result,
 )
-from helpers.costmodel.rule import FLOOR, HIDE
+from helpers.costmodel.rule import FLOOR, HELD, HELD_OR_NOT, HIDE, NOT_HELD
 from helpers.stats import significant
 
 
@@ -118,11 +118,8 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
 def _holds(against_data: str) -> str:
     """``rule.condition_table``'s answer to whether the training set holds a global batch, as a table's
     cell under the question: "yes, whatever the inputs", "no, whatever the inputs", or "depends on …"."""
-    answers = {"within the dataset whatever the inputs": "yes, whatever the inputs",
-               "more than the dataset holds whatever the inputs": "no, whatever the inputs"}  # fmt: skip
-    return answers.get(
-        against_data, against_data.replace("within the dataset or not, depending on", "depends on")
-    )
+    answers = {HELD: "yes, whatever the inputs", NOT_HELD: "no, whatever the inputs"}
+    return answers.get(against_data, against_data.replace(HELD_OR_NOT, "depends on "))
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
