@@ -199,3 +199,37 @@ def clips():
         torch.randn(20, 1, data.CLIP_SAMPLES, generator=generator) * 0.1,
         torch.randint(0, 10, (20,), generator=generator),
     )
+
+
+def small_texts(figure) -> list[tuple[str, float]]:
+    """Every visible text of ``figure`` (titles, labels, ticks, legends, bar labels) set smaller than
+    ``plotting.SMALLEST_POINTS``, as (text, points)."""
+    from matplotlib.text import Text
+
+    from helpers.plotting import SMALLEST_POINTS
+
+    figure.canvas.draw()  # tick labels exist once drawn
+    return [
+        (text.get_text(), text.get_fontsize())
+        for text in figure.findobj(Text)
+        if text.get_visible()
+        and (text.axes is None or text.axes.get_visible())
+        and text.get_text().strip()
+        and text.get_fontsize() < SMALLEST_POINTS
+    ]
+
+
+@pytest.fixture(autouse=True)
+def legible_figures():
+    """No figure a test draws sets text too small to read where a phone shows the column at half size."""
+    import matplotlib.pyplot as plt
+
+    from helpers.plotting import setup_style
+
+    setup_style()  # the book's sizes, as every chapter sets them
+    before = set(plt.get_fignums())
+    yield
+    for number in sorted(set(plt.get_fignums()) - before):
+        small = small_texts(plt.figure(number))
+        plt.close(number)
+        assert not small, f"text under {small[0][1]} pt, too small for a phone: {small[:3]}"

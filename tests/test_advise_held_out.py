@@ -105,7 +105,7 @@ def test_several_held_out_points_give_their_mean_worst_and_how_many_meet_the_goa
     assert found["interval_setting"].startswith("with its 95 % interval over the 3 launches")
     # (16 + 42 + 23 + 7) / 4 = 22: the mean absolute percentage error of the four multi-rank points
     assert found["held_out_answer"] == (
-        "Its predictions of the new models' DDP steps at 4 multi-rank points on this machine are off by 22 % "
+        "Its predictions of the new models' DDP steps at 4 multi-rank points here are off by 22 % "
         "on average (worst 42 %, `MelCNN` on 4 ranks): 1 of the 4 is within the book's 15 % goal."
     )
     assert "mean absolute percentage error is 22 % (worst 42 %" in found["held_out_summary"]

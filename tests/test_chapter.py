@@ -4,6 +4,7 @@ import math
 import re
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -83,3 +84,9 @@ def test_a_table_reads_in_words_not_python_values():
     }  # fmt: skip
     assert shown["seconds"].iloc[0] == 1.5 and math.isnan(shown["seconds"].iloc[1])
     assert frame["held"].tolist() == [True, False]  # the frame itself is left as it was
+
+
+def test_a_printed_flag_or_missing_value_reads_as_a_word():
+    assert [chapter.word(value) for value in (True, np.bool_(False), None, math.nan, 0, "x")] == [
+        "yes", "no", "–", "–", 0, "x"
+    ]  # fmt: skip

@@ -231,6 +231,10 @@ def test_ring_against_library_with_its_interval_and_verdict():
         "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 gloo/cpu "
         "ranks, in one launch whose iterations range 0.50–0.93× when the fastest and slowest are paired"
     )
+    assert link_reading.describe_ring(ratio, brief=True) == (  # the answer box's: the range is the body's
+        "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 gloo/cpu "
+        "ranks, in one launch"
+    )
     # the two-rank row is the headline even where a three-rank row comes last; an unresolved interval
     # whose low end lies within 10 % of 1 can match or beat the library
     unresolved = ratio.assign(**{"ours ÷ library": 1.3, "range (min–max pairing)": "0.91–1.62",
@@ -316,9 +320,8 @@ def test_the_busiest_links_in_one_phrase():
     # ConvNet: 376,200 float32 parameters, N = 1,504,800 B; k = 4: ring 2(k−1)/k·N = 2,257,200 B, a server
     # on the CPU kN = 6,019,200 B, on a rank (k−1)N = 4,514,400 B, two shards k·N/2 = 3,009,600 B
     assert tables.describe_topologies("ConvNet", 4, 2) == (
-        "`ConvNet`'s 1.5 MB of gradients on k = 4: the busiest link carries 2.26 MB each way per step in a "
-        "ring all-reduce; 6.02 MB at a parameter server on the CPU, 4.51 MB at one on a rank, 3.01 MB with "
-        "2 sharded servers"
+        "the busiest link per step, each way, for `ConvNet`'s 1.5 MB gradient on k = 4: 2.26 MB in a ring, "
+        "6.02 MB at a CPU parameter server, 4.51 MB at one on a rank, 3.01 MB at each of 2 sharded servers"
     )
 
 

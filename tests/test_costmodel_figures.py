@@ -76,9 +76,9 @@ def test_loss_fits_and_step_time_validation_per_method():
                          "out_of_sample": [True]})  # fmt: skip
     figure = figures.plot_loss_fits([curve] * 7, pd.concat([fits] * 7), "fits", HARDWARE)
     assert "out of sample" in figure.axes[0].get_title() and HARDWARE in title(figure)
-    # seven curves: three panels across, three rows, the two unused panels hidden; within the column
-    assert sum(axis.get_visible() for axis in figure.axes) == 7 and len(figure.axes) == 9
-    assert fits_the_column(figure) and figure.get_size_inches()[1] < 9
+    # seven curves: two panels across, four rows, the unused panel hidden; within the column
+    assert sum(axis.get_visible() for axis in figure.axes) == 7 and len(figure.axes) == 8
+    assert fits_the_column(figure) and figure.get_size_inches()[1] < 10  # four rows of 2 in, the legend
     # a long curve name wraps inside its panel instead of running into the next panel's title
     long = {**curve, "curve": "ConvNet, chapter 3 DDP on 4 ranks, seed 0, batch 100"}
     wrapped = figures.plot_loss_fits([long] * 3, pd.concat([fits] * 3), "fits", HARDWARE)

@@ -105,14 +105,32 @@ def test_a_repeated_curve_counts_once_and_only_unseen_crossings_are_tests(tmp_pa
     store = ResultStore("curves", root=tmp_path, hardware={"cpu_model": "test"})
     ddp_history = [{"step_losses": [2.3, 2.2, 2.1]}, {"step_losses": [2.0, 1.9, 1.8]}]
     for ranks in (1, 2):  # DDP on one and two ranks computes the same global batches
-        store.measure(
-            {"kind": "ddp_run", "model": "ConvNet", "world_size": ranks}, lambda: {"history": ddp_history}
-        )
-    curves = lossfit.loss_curves([store])
-    assert len(curves) == 1
-    assert {curves[0]["curve"], *curves[0]["same_as"]} == {
-        f"ConvNet, chapter 3 DDP, {k} rank{'' if k == 1 else 's'}, seed 0" for k in (1, 2)
-    }
+        for launch in (0, 1):  # and another launch of the same settings is the same curve, named once
+            store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": ranks, "launch": launch},
+                          lambda: {"history": ddp_history})  # fmt: skip
+    # the same batches with bf16 gradients: a curve a hair apart, the same run of the data
+    nudged = [{"step_losses": [loss * 1.01 for loss in row["step_losses"]]} for row in ddp_history]
+    store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 2, "compression": "bf16"},
+                  lambda: {"history": nudged})  # fmt: skip
+    # another seed is another run of the data: a curve of its own
+    other = [{"step_losses": [loss * 0.9 for loss in row["step_losses"]]} for row in ddp_history]
+    store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 2, "seed": 1},
+                  lambda: {"history": other})  # fmt: skip
+    runs = {frozenset([c["curve"], *c["same_as"]]) for c in lossfit.loss_curves([store])}
+    assert runs == {
+        frozenset([*(f"ConvNet, chapter 3 DDP, {k} rank{'' if k == 1 else 's'}, seed 0" for k in (1, 2)),
+                   "ConvNet, chapter 3 DDP, 2 ranks, seed 0, bf16 gradients"]),
+        frozenset(["ConvNet, chapter 3 DDP, 2 ranks, seed 1"]),
+    }  # fmt: skip
+    curves = [c for c in lossfit.loss_curves([store]) if "seed 0" in c["curve"]]
+    assert len(curves[0]["same_as"]) == 2 and curves[0]["curve"] not in curves[0]["same_as"]  # each once
+    # the same settings but a curve 5 % away is not a hair apart, and another learning rate is another run
+    apart = [{"step_losses": [loss * 1.05 for loss in row["step_losses"]]} for row in ddp_history]
+    store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 4}, lambda: {"history": apart})
+    near = [{"step_losses": [loss * 0.999 for loss in row["step_losses"]]} for row in ddp_history]
+    store.measure({"kind": "ddp_run", "model": "ConvNet", "world_size": 4, "lr": 0.01},
+                  lambda: {"history": near})  # fmt: skip
+    assert len(lossfit.loss_curves([store])) == 4
     truth = {"beta0": 0.05, "beta1": 0.5, "beta2": 0.4}
     steps = list(range(1, 41))
     clean = {

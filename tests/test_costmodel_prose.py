@@ -103,6 +103,7 @@ def test_out_of_sample_errors_read_per_curve_and_as_a_range():
     # the signed median of +12.2, -34 and +29 is +12.2: two of three predicted later than they came
     assert said == {"loss_tested": "3 curves",
                     "loss_error_range": "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came)",
+                    "loss_error_brief": "a median of +12 % (2 of 3 later than they came)",
                     "loss_per_curve": "a: +12 %; b: -34 %; c: +29 %"}  # fmt: skip
     # a fit that never reaches the target after its fitted points is a failed prediction, counted
     failed = pd.concat([tested, pd.DataFrame({"curve": ["d"], "error (%)": [float("nan")]})])
@@ -112,7 +113,14 @@ def test_out_of_sample_errors_read_per_curve_and_as_a_range():
         "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came), and on 1 the fit never "
         "reaches the target (a failed prediction)"
     )
+    assert said["loss_error_brief"] == (
+        "a median of +12 % (2 of 3 later than they came), and on 1 the fit never reaches the target (a "
+        "failed prediction)"
+    )
     assert prose.loss_sentences(tested.head(1))["loss_tested"] == "1 curve"
+    assert prose.loss_sentences(tested.head(1))["loss_error_brief"] == "12 %"  # no median of one
+    late = tested.assign(**{"error (%)": [12.2, 34.0, 29.0]})
+    assert prose.loss_sentences(late)["loss_error_brief"] == "a median of +29 % (all 3 later than they came)"
 
 
 def test_the_seed_traffic_check_by_hand():
@@ -167,7 +175,7 @@ def test_the_two_ddp_methods_are_identical_for_one_bucket_and_close_for_several(
     })  # fmt: skip
     note = prose.time_model_sentences(summary, validated)["ddp_methods_note"]
     assert note == (
-        "On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to 0.4 %); they count as one "
+        "On this CPU DDP with and without overlap predict the same step (to 0.4 %); they count as one "
         "method here. For `LinearNet` and `ConvNet` at 25 MiB they are identical by construction: the "
         "gradients make one DDP bucket, handed over when backward ends, so both put its whole all-reduce "
         "after backward. For `ConvNet` at 0.25 MiB (3 buckets) they differ by at most 0.4 %: the buckets' "
@@ -177,7 +185,7 @@ def test_the_two_ddp_methods_are_identical_for_one_bucket_and_close_for_several(
     assert "short next to the compute" not in only_one["ddp_methods_note"]
     assert "(to 0.0 %)" in only_one["ddp_methods_note"]
     apart = prose.time_model_sentences(summary, validated.replace({3.012: 3.3}))["ddp_methods_note"]
-    assert apart.startswith("`ddp_overlap` and `ddp_no_overlap` differ by up to 10 % here. For `LinearNet`")
+    assert apart.startswith("DDP with and without overlap differ by up to 10 % here. For `LinearNet`")
 
 
 @pytest.mark.parametrize("model", ["LinearNet", "ConvNet"])

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from helpers.costmodel import gpus, rule, tables
+from helpers.costmodel import gpus, recommend, rule, tables
 
 
 def test_a_banded_figure_reads_central_then_lowest_to_highest():
@@ -18,6 +18,10 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
     assert tables.banded(frame.iloc[:1], "x", scale=1e-5).tolist() == ["0.000173 (0.0000895–0.000503)"]
     missing = pd.DataFrame({"x": [float("nan")], "x_low": [float("nan")], "x_high": [float("nan")]})
     assert tables.banded(missing, "x").tolist() == ["–"]  # no "– (–––)" placeholder (issue 38, 6)
+    measured = pd.DataFrame({"x": [311.44], "x_low": [float("nan")], "x_high": [float("nan")]})
+    assert tables.banded(measured, "x").tolist() == [
+        "311"
+    ]  # a measurement has no band: "311", not "311 (–––)"
 
 
 def test_prices_read_in_dollars_and_cents_with_human_columns():
@@ -66,7 +70,7 @@ def test_validation_summary_reads_with_human_columns():
     assert list(shown.columns) == [
         "configs", "measured", "launches", "MAPE %", "mean signed error %"
     ]  # fmt: skip
-    assert shown.loc[("M", "ddp_overlap")].tolist() == [2, 3, 9, 12.3, -12.3]
+    assert shown.loc[("M", "DDP with overlap")].tolist() == [2, 3, 9, 12.3, -12.3]  # methods by name
     spread = {"predictions_above": [3], "within_measured_range": [0], "measured_range_percent": [4.56],
               "link_band_percent": [2.54]}  # fmt: skip
     errors, against = tables.validation_tables(summary.assign(**spread))
@@ -77,7 +81,7 @@ def test_validation_summary_reads_with_human_columns():
         "measured range, % of median",
         "link-fit shift, max %",
     ]
-    assert against.loc[("M", "ddp_overlap")].tolist() == [3, 0, 4.6, 2.5]
+    assert against.loc[("M", "DDP with overlap")].tolist() == [3, 0, 4.6, 2.5]
 
 
 def test_the_seeds_verdicts_read_by_model_and_batch():
@@ -93,32 +97,30 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     batch; a model of several buckets brings b*_hide back, and a one-bucket row beside it reads "none"."""
     conditions = rule.condition_table(("LinearNet", "ConvNet"), ("AWS p5.48xlarge",), batch=100)
     shown = tables.condition_display(conditions).set_index(["model", "machine"])
-    assert list(shown.columns) == [
-        "GPUs", "DDP buckets", "all-reduce left after backward (ms)",
-        "each GPU's step without the all-reduce, global batch 100 (13 per GPU) (ms)",
-        r"\(b^*_{\text{floor}}\): above the fixed cost (per GPU)",
-        "global batch needed", "do 2,700 clips hold it?",
+    assert list(shown.columns) == [  # 8 GPUs and one bucket in every row: said in the headers
+        "all-reduce after backward, 1 bucket (ms)",
+        "step without the all-reduce, batch 100, at most 13 per GPU (ms)",
+        r"\(b^*_{\text{floor}}\) (samples per GPU)", "global batch needed on 8 GPUs", "2,700 clips enough?",
     ]  # fmt: skip
     assert not shown.apply(lambda column: column.astype(str).str.contains("unbounded")).any().any()
     p5 = shown.loc[("ConvNet", "AWS p5.48xlarge")]
     row = conditions.set_index("model").loc["ConvNet"]
-    assert p5["all-reduce left after backward (ms)"].startswith(f"{row['tail_seconds'] * 1e3:.3g} (")
-    assert p5["each GPU's step without the all-reduce, global batch 100 (13 per GPU) (ms)"].startswith(
-        f"{row['compute_seconds'] * 1e3:.3g} ("
-    )
-    assert p5["global batch needed"].startswith(f"{int(row['floor_global_batch']):,} (")
-    assert p5["do 2,700 clips hold it?"] == "yes, whatever the inputs"
-    assert tables._holds("more than the dataset holds whatever the inputs") == "no, whatever the inputs"
-    assert tables._holds("within the dataset or not, depending on the inputs together") == (
-        "depends on the inputs together"
-    )
+    assert p5["all-reduce after backward, 1 bucket (ms)"].startswith(f"{row['tail_seconds'] * 1e3:.3g} (")
+    step = p5["step without the all-reduce, batch 100, at most 13 per GPU (ms)"]  # shares of 13 and 12
+    assert step.startswith(f"{row['compute_seconds'] * 1e3:.3g} (")
+    assert p5["global batch needed on 8 GPUs"].startswith(f"{int(row['floor_global_batch']):,} (")
+    assert p5["2,700 clips enough?"] == "yes"
+    # LinearNet: what the training set's answer depends on, numbered once per distinct reason
+    wide = tables.condition_display(rule.condition_table(("LinearNet",), recommend.EIGHT_GPU_MACHINES))
+    answers = wide["2,700 clips enough?"].tolist()
+    assert set(answers) <= {"yes", "no", "depends (1)", "depends (2)"} and "depends (1)" in answers
+    notes = tables.condition_notes(wide).data.splitlines()
+    assert notes[-1].startswith("- (") and all(" depends on " in note for note in notes if "(" in note[:4])
     mixed = pd.concat([
         conditions.iloc[:1],
         rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25, batch=100),
     ])  # fmt: skip
-    hide = tables.condition_display(mixed)[
-        r"\(b^*_{\text{hide}}\): all but the last bucket hidden (per GPU)"
-    ].tolist()
+    hide = tables.condition_display(mixed)[r"\(b^*_{\text{hide}}\) (samples per GPU)"].tolist()
     assert hide[0] == "none: one bucket" and hide[1].startswith("1 (")
     bare = tables.condition_display(rule.condition_table(("ConvNet",), ("AWS p5.48xlarge",)))
     assert not any(column.startswith("each GPU's step") for column in bare.columns)

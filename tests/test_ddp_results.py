@@ -351,6 +351,8 @@ def test_a_resolved_difference_inside_what_matters_says_so():
     assert ddp_results.describe_change(slower, unit="round").endswith("3 rounds each), a 2 % difference")
     large = {"verdict": "faster", "speedup": 1.56, "low": 1.46, "high": 1.60, "launches": (3, 3)}
     assert ddp_results.describe_change(large) == "faster, 1.56× (1.46–1.60×, 3 launches each)"
+    assert ddp_results.describe_change(small, brief=True) == "faster by under 10 %, 1.02×"
+    assert ddp_results.describe_change(large, brief=True) == "faster, 1.56×"
     unresolved = {"verdict": "not resolved", "speedup": 1.02, "low": 0.99, "high": 1.05, "launches": (3, 3)}
     assert "difference" not in ddp_results.describe_change(unresolved)
     assert not ddp_results.below_matters({**small, "high": 1.12})

@@ -9,6 +9,9 @@ from helpers.study import notebooks_dir
 
 NOTEBOOKS = sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
 HIDDEN = {"remove-input", "hide-input", "remove-cell", "hide-cell"}
+FOLDED = {"hide-input", "hide-output", "hide-cell"}  # a toggle the reader opens
+# plumbing a reader need not see: the results store, progress bars, fallbacks for a missing device
+BOOKKEEPING = re.compile(r"\bstore\b|stored_|tqdm\(|^\s*else:\s*$", re.MULTILINE)
 PAGE_WIDTH = 96  # characters of code the book's column shows without scrolling
 
 
@@ -44,9 +47,24 @@ def test_a_chapter_reads_like_a_book(path):
             # bookkeeping stays out of view: numbers for the prose are glued in hidden cells
             assert "glue(" not in cell.source, f"glue calls shown to readers:\n{cell.source[:200]}"
             assert "# fmt:" not in cell.source, f"formatter directives shown to readers:\n{cell.source[:200]}"
+            assert not BOOKKEEPING.search(cell.source), f"bookkeeping shown to readers:\n{cell.source[:200]}"
+        if FOLDED & set(cell.metadata.get("tags", [])):
+            label = cell.metadata.get("mystnb", {}).get("code_prompt_show", "")
+            assert label.startswith("Show "), f"a toggle without a label:\n{cell.source[:200]}"
     prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert prose.startswith("# ") and "**What this chapter answers.**" in prose
     assert "## Takeaways" in prose and "**Try it on your hardware:** {glue:text}`rerun`" in prose
+
+
+PYTHON_VALUES = re.compile(r"\b(True|False|None)\b")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_printed_outputs_read_in_words(path):
+    """A printed flag reads "yes" or "no" (``chapter.word``), never Python's True, False or None."""
+    code = [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    printed = [output.text for cell in code for output in cell.outputs if output.output_type == "stream"]
+    assert not [text for text in printed if PYTHON_VALUES.search(text)]
 
 
 UNESCAPED_PRICE = re.compile(r"(?<!\\)\$\d{1,3}(?:,\d{3})*(?:\.\d+)?(?:[\s.,;:)]|$)")

@@ -284,6 +284,19 @@ def test_where_bf16_loses_its_time():
         "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: taking 15.85× as long) do not "
         "reproduce the timed steps, 1.06× (0.98–1.18×), so this profile does not explain it"
     )
+    # chapter 1's ConvNet on the H200: profiled 4.01×, timed 3.80× (3.74–3.83×): ln 4.01 / ln 3.80 =
+    # 1.3888 / 1.3350 = 104 % of the timed change
+    quartered = profiles.assign(seconds=[4.01, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    close = {"speedup": 3.80, "low": 3.74, "high": 3.83, "verdict": "faster"}
+    assert profiling.explain_precision(quartered, "ConvNet", close).endswith(
+        "; the profiled totals (4,010 ms in float32, 1,000 ms in bf16: 4.01×) lie outside the timed steps' "
+        "interval, 3.80× (3.74–3.83×), but their change is 104 % of the timed one (as logarithms of the "
+        "ratios): close enough to show where the difference lies"
+    )
+    # a profile at 1.01× against a timed 1.08× (1.06–1.10×) holds ln 1.01 / ln 1.08 = 13 % of it: no
+    small_gain = profiles.assign(seconds=[1.01, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    timed = {"speedup": 1.08, "low": 1.06, "high": 1.10, "verdict": "faster"}
+    assert profiling.explain_precision(small_gain, "ConvNet", timed).endswith("does not explain it")
     assert "conversions and copies added under 1 ms" in profiling.explain_precision(
         profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 0.0004, 0.2]), "ConvNet"
     )

@@ -97,6 +97,10 @@ def test_the_efficiency_view_reads_with_units():
     row = view.loc[("M", "strong", 2)]
     assert row["step time (ms)"] == "1,250" and row["efficiency E(k)"] == 0.8
     assert row["range of launch ratios"] == "1.46–1.75×"  # 1.9 / 1.3 to 2.1 / 1.2: 3 launches a side
+    baseline = view.loc[("M", "strong", 1)]  # S(1) = E(1) = 1: no verdict against itself, but its spread
+    assert baseline.iloc[1:].tolist() == [
+        "2,000", "1", "0.905–1.105×", 1.0, "the baseline (its launches against each other)"
+    ]  # fmt: skip
 
 
 def test_accumulating_k_micro_batches_equals_k_ddp_ranks(recordings, no_leftovers):
@@ -227,7 +231,8 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     assert scaling.rounds_note({"ddp": ddp, "accumulation": after}) == (
         "The records shown were measured before the study launched in rounds: from 2026-11-26 15:52 to "
         "21:04 UTC in one session, with the accumulation runs after every DDP launch (the first of them "
-        "5 min after the last DDP launch)."
+        "5 min after the last DDP launch), so the ratios against DDP below compare runs made one after the "
+        "other, not side by side."
     )
     soon = pairs(["2026-11-26T20:58:20+00:00"])
     assert "(the first of them under a minute after" in scaling.rounds_note(
@@ -237,7 +242,8 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     assert scaling.rounds_note({"ddp": ddp, "accumulation": before}) == (
         "The records shown were measured before the study launched in rounds: the DDP launches from "
         "2026-11-26 15:52 UTC "
-        "to 2026-11-26 20:58 UTC, the accumulation runs from 2026-11-25 10:00 UTC to 2026-11-25 10:00 UTC."
+        "to 2026-11-26 20:58 UTC, the accumulation runs from 2026-11-25 10:00 UTC to 2026-11-25 10:00 UTC, "
+        "so the ratios against DDP below compare runs not made side by side."
     )
     stamped = {"ddp": pairs(["2026-11-26T15:52:00+00:00"], "r"), "accumulation": pairs(["x"], "r")}
     assert scaling.rounds_note(stamped) == ""

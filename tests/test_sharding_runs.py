@@ -105,7 +105,12 @@ def test_strategies_are_compared_with_ddp_across_launches():
     assert fsdp["verdict"] == "slower" and fsdp["step_median"] == pytest.approx(2.0)
     assert table.loc["ddp", "verdict"] == "not resolved"  # 0.82–1.22 against itself: too wide
     view = runs.strategy_view(runs.strategy_comparison(records))
-    assert view.loc[("LinearNet", "fsdp"), "range of launch ratios"] == "0.41–0.61×"
+    assert view.loc[("LinearNet", "FSDP"), "range of launch ratios"] == "0.41–0.61×"
+    assert view.loc[("LinearNet", "FSDP"), "step time (ms)"] == "2,000"
+    # DDP is the baseline: 1 by definition, not a verdict against itself, but the spread of its launches
+    assert view.loc[("LinearNet", "DDP")].iloc[2:].tolist() == [
+        "1", "0.82–1.22×", "the baseline (its launches against each other)"
+    ]  # fmt: skip
     assert [r["config"]["launch"] for r in runs.first_launches(records)] == [0, 0]
 
 

@@ -145,6 +145,10 @@ def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
     assert stats.interval_digits("not resolved", 1.5, math.inf) == 2
 
 
+def test_an_agreement_reads_exactly_where_nothing_differs():
+    assert stats.agreement(0.0) == "exactly" and stats.agreement(1.234e-7) == "to within 1.2e-07"
+
+
 def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
     """One convention per column: a speed-up of 0.83× (0.60–1.10×) not resolved reads as the time taken,
     1/0.83 = 1.20 as long, from 1/1.10 = 0.91 to 1/0.60 = 1.67, as a resolved slower one does."""
@@ -153,6 +157,17 @@ def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
         stats.describe_speedup(unclear) == "not resolved, taking 1.20× as long (0.91–1.67×, 3 launches each)"
     )
     assert stats.shown_ratio(unclear) == pytest.approx((1 / 0.83, 1 / 1.10, 1 / 0.60))
+    # an answer box's brief form: the verdict and the figure, to two decimals, the rest left to the body,
+    # where the interval lies wholly inside ±10 % of 1 or wholly beyond it; one crossing that edge stays
+    resolved = {"verdict": "faster", "speedup": 1.016, "low": 1.003, "high": 1.040, "launches": (3, 3)}
+    assert stats.describe_speedup(resolved, brief=True) == "faster by under 10 %, 1.02×"
+    large = {"verdict": "slower", "speedup": 0.2375, "low": 0.2, "high": 0.25, "launches": (3, 3)}
+    assert stats.describe_speedup(large, brief=True) == "slower, taking 4.21× as long"
+    many = {"verdict": "faster", "speedup": 54.87, "low": 37.46, "high": 72.66, "launches": (3, 3)}
+    assert stats.describe_speedup(many, brief=True) == "faster, 54.9×"  # three digits, not 54.87
+    wide = {"verdict": "faster", "speedup": 1.24, "low": 1.02, "high": 1.53, "launches": (3, 3)}
+    assert stats.describe_speedup(wide, brief=True) == "faster, 1.24× (1.02–1.53×)"  # 2 % to 53 %
+    assert stats.describe_speedup(unclear, brief=True) == "not resolved, taking 1.20× as long (0.91–1.67×)"
     assert stats.shown_ratio({"speedup": 1.2, "low": 0.9, "high": 1.5}) == (1.2, 0.9, 1.5)
 
 

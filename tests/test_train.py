@@ -194,7 +194,8 @@ def test_tables_to_read():
     history = pd.DataFrame({"model": ["A", "A"], "epoch": [1, 2], "train_accuracy": [0.1, 0.25],
                             "test_accuracy": [0.1, 0.12666], "epoch_seconds": [3.0, 1234.56]})  # fmt: skip
     final = train.final_table(history).loc["A"]
-    assert final.tolist() == [2, "25.0", "12.7", "1,234.6"]
+    assert final.tolist() == [2, "25.0", "12.7", "1,230"]  # three significant digits: a GPU's 0.0843 s too
+    assert train.final_table(history.assign(epoch_seconds=[1.0, 0.08432])).loc["A"].iloc[-1] == "0.0843"
     steps = train.steps_frame([fake_step_record("A", 10, [0.1, 0.3, 0.2]), fake_step_record("A", 20, [0.05])])
     table = train.sweep_table(steps)
     assert table.index.names == ["model", "batch size"]
@@ -231,6 +232,9 @@ def test_counts_read_as_words_and_the_load_is_the_highest_reading():
     assert train.counted(3, "warm-up step") == "3 warm-up steps"
     assert train.counted(1, "warm-up step") == "1 warm-up step"
     assert train.counted(1200, "clip") == "1,200 clips"
+    assert [train.counted(2, noun) for noun in ("batch", "epoch", "pass", "box")] == [
+        "2 batches", "2 epochs", "2 passes", "2 boxes"
+    ]  # fmt: skip
     assert train.highest_load({"load_average": [1.2, 3.4]}) == 3.4
     assert train.highest_load({"load_average": [None, 0.7]}) == 0.7
     assert train.highest_load({"load_average": [None, None]}) is None
@@ -245,7 +249,7 @@ def test_the_batch_effect_is_explained_as_far_as_its_verdict_goes():
     assert said("faster") == (
         "ConvNet's epoch is shorter at batch 100: what a step costs whatever its batch (the optimizer's "
         "pass over all 376,200 parameters, starting every operator) is paid 10 times less often per epoch, "
-        "and larger operators can keep more cores busy"
+        "and larger operators keep the device busier"
     )
     assert said("slower").startswith("ConvNet's epoch is longer at batch 100 than at batch 10:")
     assert said("no measurable difference").startswith("ConvNet's epoch takes as long at batch 100 as at")

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 from IPython import get_ipython
-from IPython.display import Markdown, display
+from IPython.display import Markdown
 
 from helpers import plotting
 from helpers.costmodel.configurations import BY_NAME
@@ -23,7 +23,7 @@ from helpers.costmodel.money import exact
 from helpers.costmodel.specs import GPUS
 from helpers.hardware import describe
 from helpers.models import MODELS
-from helpers.provenance import banner, edition_line
+from helpers.provenance import edition_line
 from helpers.renter_settings import SETTINGS
 from helpers.results import ResultStore
 from helpers.sharding.memory import STAGES
@@ -143,21 +143,18 @@ def check_parameters(parameters: dict) -> None:
             raise ValueError(f"parameter {name} = {value!r} is not {what}")
 
 
+def word(value):
+    """``value`` as a reader reads it: a flag as "yes" or "no", a missing value as "–" (where Python would
+    print True, None or NaN); anything else as it is."""
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    missing = value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+    return "–" if missing else value
+
+
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as a reader sees it: True and False as "yes" and "no", a missing value of a column of
-    words or flags as "–", where pandas would print them as Python does (True, None, NaN). Numbers stay as
-    they are."""
-    words = {True: "yes", False: "no"}
-
-    def word(value):
-        if isinstance(value, bool | np.bool_):
-            return words[bool(value)]
-        return (
-            "–"
-            if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
-            else value
-        )
-
+    """``frame`` as a reader sees it: flags and missing values in words (``word``) in every column of
+    words or flags. Numbers stay as they are."""
     shown = frame.copy()
     for column, dtype in zip(shown.columns, shown.dtypes, strict=True):
         if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
@@ -172,7 +169,9 @@ def _readable_html(frame: pd.DataFrame) -> str:
 def start(namespace: dict) -> tuple[ResultStore, str]:
     """Check the parameters in ``namespace`` (a notebook's ``globals()``), keep float32 arithmetic off
     TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
-    style (and tables shown whole, in words: ``readable``) and display the chapter's "Measured on" line.
+    style (and tables shown whole, in words: ``readable``). What its hardware can and cannot show is said
+    once, in the intro's list of every chapter's hardware (``provenance.edition_note``), which the
+    chapter's badge links to.
 
     Returns the store and the one-line description of its hardware, for figure titles. A chapter executed
     from another machine's records (``helpers.study --from-records``) runs torch with that machine's
@@ -189,7 +188,6 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
     store = ResultStore(namespace["results_run"])
     if store.records_of:
         torch.set_num_threads(store.hardware["usable_cores"])
-    display(banner(store))
     return store, describe(store.hardware)
 
 
@@ -199,8 +197,8 @@ def rerun_command(chapter: str) -> str:
 
 
 def finish(store: ResultStore, chapter: str) -> None:
-    """Glue what a chapter's prose names last: the command that reruns it (``rerun``) and the line under
-    its title (``edition``: ``provenance.edition_line``, once every record it shows has been read)."""
+    """Glue what a chapter's prose names last: the command that reruns it (``rerun``) and the badge under
+    its answer (``edition``: ``provenance.edition_line``, once every record it shows has been read)."""
     from myst_nb import glue
 
     glue("rerun", rerun_command(chapter), display=False)

@@ -201,10 +201,10 @@ def bound_table(bounds: dict[str, dict]) -> pd.DataFrame:
                          for name, b in bounds.items()}, index=list(rows))  # fmt: skip
 
 
-def bound_brief(what: str, bound: dict) -> str:
-    """The answer box's clause: what was changed and its measured verdict, the saving and its bound left
-    to ``bound_summary``."""
-    return f"{what}: {describe_change(bound['change'])}"
+def bound_brief(what: str, bound: dict, brief: bool = True) -> str:
+    """The answer box's clause: what was changed and its measured verdict (``brief``: without its interval,
+    which the body gives), the saving and its bound left to ``bound_summary``."""
+    return f"{what}: {describe_change(bound['change'], brief=brief)}"
 
 
 def bound_summary(what: str, bound: dict) -> str:
@@ -217,21 +217,19 @@ def bound_summary(what: str, bound: dict) -> str:
     else:
         measured = f"{measured_saving(bound)} per step"
     limits = f"it can move a step by {bound_limits(bound)}"
+    clause = bound_brief(what, bound, brief=False)  # with its interval
     if bound["saved_low"] > bound["most_saved"] or bound["saved_high"] < -bound["most_lost"]:
-        return (
-            f"{bound_brief(what, bound)}; {measured}; {limits}, so that difference is more than it "
-            "can explain."
-        )
+        return f"{clause}; {measured}; {limits}, so that difference is more than it can explain."
     if change["verdict"] in ("faster", "slower") and (
         saved > bound["most_saved"] or -saved > bound["most_lost"]
     ):
         most = bound["most_saved"] if saved > 0 else bound["most_lost"]
         return (
-            f"{bound_brief(what, bound)}; {measured}; {limits}: the median, {ms(abs(saved))} ms, is "
+            f"{clause}; {measured}; {limits}: the median, {ms(abs(saved))} ms, is "
             f"more than the {ms(most)} ms it can {'save' if saved > 0 else 'cost'}, so the all-reduce "
             "explains at most part of that difference."
         )
-    return f"{bound_brief(what, bound)}; {measured}; {limits}."
+    return f"{clause}; {measured}; {limits}."
 
 
 def bound_sentence(what: str, bound: dict, shared: str = "") -> str:

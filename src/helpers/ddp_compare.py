@@ -77,19 +77,11 @@ def dataparallel_against_ddp(
 
 
 def dataparallel_answer(table: pd.DataFrame) -> str:
-    """``dataparallel_against_ddp``'s verdicts in one phrase: ```LinearNet``: faster, 2.12× (…); …``, each
-    with what a resolved difference inside ±``stats.MATTERS`` amounts to (``ddp_results.describe_change``)
-    where the table keeps its comparisons."""
-    changes = table.attrs.get("changes", {})
-    return "; ".join(
-        f"`{model}` "
-        + (
-            describe_change(changes[model], unit="round")
-            if model in changes
-            else row["DDP against DataParallel"]
-        )
-        for model, row in table.iterrows()
-    )
+    """``dataparallel_against_ddp``'s verdicts in one phrase for the answer box: ```LinearNet``: faster,
+    2.12×; …``, each without its interval (``ddp_results.describe_change``'s brief form), which the table
+    gives."""
+    changes = table.attrs["changes"]
+    return "; ".join(f"`{m}` {describe_change(changes[m], unit='round', brief=True)}" for m in changes)
 
 
 def framework_table(frameworks: dict) -> pd.DataFrame:

@@ -255,12 +255,13 @@ def _why_not_compared(
     )
 
 
-def _backend_verdicts(changes: dict) -> tuple[int, list[str], str]:
+def _backend_verdicts(changes: dict, brief: bool = False) -> tuple[int, list[str], str]:
     """Of ``backend_changes``, the most ranks both backends ran, the models compared there and NCCL's
-    speed-up over Gloo for each, as one phrase."""
+    speed-up over Gloo for each, as one phrase (``brief``: without the intervals)."""
     ranks = max(k for _, k in changes)
     compared = [model for model, k in changes if k == ranks]
-    return ranks, compared, "; ".join(f"`{m}` {describe_change(changes[m, ranks])}" for m in compared)
+    said = [f"`{m}` {describe_change(changes[m, ranks], brief=brief)}" for m in compared]
+    return ranks, compared, "; ".join(said)
 
 
 def backends_brief(runs: dict[str, list[tuple[dict, dict]]]) -> str:
@@ -269,7 +270,7 @@ def backends_brief(runs: dict[str, list[tuple[dict, dict]]]) -> str:
     changes = backend_changes(runs["scaling"])
     if not changes:
         return "They were not compared here: see below."
-    ranks, _, verdicts = _backend_verdicts(changes)
+    ranks, _, verdicts = _backend_verdicts(changes, brief=True)
     who = "a GPU per rank" if ranks > 1 else "one rank each on the same GPU"
     return f"NCCL's speed-up over Gloo, {who}: {verdicts}."
 

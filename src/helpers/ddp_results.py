@@ -42,11 +42,12 @@ def below_matters(change: dict) -> bool:
     return change["verdict"] in ("faster", "slower") and within_matters(change["low"], change["high"])
 
 
-def describe_change(change: dict, unit: str = "launch") -> str:
+def describe_change(change: dict, unit: str = "launch", brief: bool = False) -> str:
     """``stats.describe_speedup`` for a sentence, with the size of a resolved difference inside
-    ±``stats.MATTERS``: ``faster by under 10 %, 1.02× (1.01–1.03×, 3 launches each), a 2 % difference``."""
-    said = describe_speedup(change, unit=unit)
-    if below_matters(change):
+    ±``stats.MATTERS``: ``faster by under 10 %, 1.02× (1.01–1.03×, 3 launches each), a 2 % difference``;
+    ``brief``, for an answer box: ``faster by under 10 %, 1.02×``."""
+    said = describe_speedup(change, unit=unit, brief=brief)
+    if below_matters(change) and not brief:
         said += f", a {significant(abs(change['speedup'] - 1) * 100, 1)} % difference"
     return said
 

@@ -209,7 +209,7 @@ def fingerprint() -> dict:
 
 
 def describe(info: dict | None = None) -> str:
-    """One line naming the hardware, for figure titles and chapter banners."""
+    """One line naming the hardware, for figure titles and chapter badges."""
     info = info or fingerprint()
     cpu = f"{info['usable_cores']}-core {info['cpu_model']}"
     if not info["gpus"]:

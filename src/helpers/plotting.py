@@ -19,6 +19,9 @@ PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 # Repeated measurements are drawn as their median, with a band or bar from the fastest to the slowest.
 SPREAD = {"estimator": "median", "errorbar": ("pi", 100)}
 COLUMN_INCHES = 7.5  # the book's column: no figure is wider
+# No text smaller: a phone shows the column's 7.5 inches about half size, so 9 pt (12.5 px at 100 dpi)
+# reads as about 6 px there, the least that can be read when zoomed in.
+SMALLEST_POINTS = 9
 
 
 def plain_log_axes(axis: plt.Axes, xticks: list) -> None:
@@ -69,11 +72,22 @@ def panel_grid(count: int, columns: int = 2, panel_height: float = 3.0, **option
 
 
 def legend_below(figure: plt.Figure, handles, labels, title: str | None = None, columns: int = 3) -> None:
-    """One legend under every panel, centred, after the layout: it hides no data and widens nothing."""
-    rows = math.ceil(len(labels) / columns) + (1 if title else 0)
-    figure.subplots_adjust(bottom=figure.subplotpars.bottom + 0.25 * (rows + 1) / figure.get_size_inches()[1])
-    figure.legend(handles, labels, loc="lower center", ncol=columns, frameon=False, fontsize="small",
-                  title=title, title_fontsize="small")  # fmt: skip
+    """One legend under every panel, centred, after the layout: it hides no data and widens nothing (at
+    most ``columns`` across, fewer where long labels would make it wider than the figure), and the figure
+    grows by its rows, so that the panels keep their height."""
+    renderer = figure.canvas.get_renderer()
+    for across in range(max(1, min(columns, len(labels))), 0, -1):
+        legend = figure.legend(handles, labels, loc="lower center", ncol=across, frameon=False,
+                               fontsize="small", title=title, title_fontsize="small")  # fmt: skip
+        if across == 1 or legend.get_window_extent(renderer).width <= figure.bbox.width:
+            break
+        legend.remove()
+    rows = math.ceil(len(labels) / across) + (1 if title else 0)
+    width, height = figure.get_size_inches()
+    extra = 0.25 * (rows + 1)  # inches of legend under the panels
+    bottom, top = figure.subplotpars.bottom * height, (1 - figure.subplotpars.top) * height
+    figure.set_size_inches(width, height + extra)
+    figure.subplots_adjust(bottom=(bottom + extra) / (height + extra), top=1 - top / (height + extra))
 
 
 def setup_style() -> None:
@@ -106,7 +120,7 @@ def plot_waveforms(dataset: FSDD, speaker: str = "george", take: int = 0) -> plt
         row = int(((dataset.digits == digit) & chosen).nonzero()[0, 0])
         axis.plot(seconds, dataset.waveforms[row, 0].numpy(), linewidth=0.5)
         axis.set_title(f"digit {digit}", fontsize=9)
-        axis.tick_params(labelsize=8)
+        axis.tick_params(labelsize=9)
     for axis in axes[1]:
         axis.set_xlabel("seconds", fontsize=9)
     return titled(figure, f"FSDD: speaker {speaker}, take {take}, padded to {CLIP_SAMPLES:,} samples")
@@ -159,7 +173,7 @@ def plot_sweep(steps: pd.DataFrame, hardware: str) -> plt.Figure:
                      dashes=False, ax=axis, legend=axis is axes[0], **SPREAD)  # fmt: skip
         axis.set(xlabel="batch size", ylabel=label)
         plain_log_axes(axis, sorted(steps["batch_size"].unique()))
-    axes[0].legend(frameon=False, fontsize=8)
+    axes[0].legend(frameon=False, fontsize=9)
     repeats = steps.groupby(["model", "batch_size"])["repeat"].count().min()
     return titled(figure, f"Batch-size sweep: median of {repeats} timed steps, band min-max", hardware)
 
@@ -173,7 +187,7 @@ def label_bars(axis: plt.Axes, inside: bool = False) -> None:
 
     for container in axis.containers:
         if isinstance(container, BarContainer):
-            axis.bar_label(container, fmt=number, fontsize=8, padding=0 if inside else 2,
+            axis.bar_label(container, fmt=number, fontsize=9, padding=0 if inside else 2,
                            label_type="center" if inside else "edge",
                            color="white" if inside else None)  # fmt: skip
     axis.margins(y=0.15)  # room above the tallest bar for its label
@@ -296,7 +310,7 @@ def plot_time_against_bytes(points: pd.DataFrame, fits: dict, hardware: str, lin
     axes[0][-1].get_legend().remove()
     titled(figure, "Time = const x Transfer, phase by phase", hardware)
     figure.subplots_adjust(bottom=0.3)
-    figure.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, fontsize=8)
+    figure.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, fontsize=9)
     return figure
 
 
@@ -346,7 +360,7 @@ def _reference_line(axis: plt.Axes, reference: tuple | None) -> None:
     if reference:
         axis.axhline(reference[1] / 1e9, color="black", linestyle="--", linewidth=1)
         axis.annotate(f"{reference[0]}, {reference[1] / 1e9:.3g} GB/s", (0.02, reference[1] / 1e9),
-                      xycoords=("axes fraction", "data"), fontsize=7, va="top")  # fmt: skip
+                      xycoords=("axes fraction", "data"), fontsize=9, va="top")  # fmt: skip
 
 
 def plot_bandwidth(

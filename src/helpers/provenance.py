@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from IPython.display import Markdown
 
 from helpers import reference_speed
 from helpers.book_answer import answer_note
@@ -35,12 +34,6 @@ def edition_name(profile: str) -> str:
     return EDITIONS.get(profile, f"Profile {profile}")
 
 
-def banner(store: ResultStore) -> Markdown:
-    """What the chapter's setup cell shows: what measurements on its hardware can and cannot show
-    (``can_and_cannot``); the edition line above the answer is ``edition_line``, glued at the end."""
-    return Markdown(f"> {can_and_cannot(store.hardware)}")
-
-
 def days(stamps) -> str:
     """ISO times as the day, or the first and last day, they fall on ("2026-11-25 to 2026-11-26")."""
     found = sorted({stamp[:10] for stamp in stamps})
@@ -50,13 +43,14 @@ def days(stamps) -> str:
 
 
 def edition_line(store: ResultStore) -> str:
-    """The line every chapter opens with, under its title: its edition, the machine that measured what it
-    shows and on which days (the records it read), for a page executed from those records elsewhere,
-    where it was executed, and a link to the intro's list of every chapter's hardware."""
+    """Every chapter's badge, under its answer: its edition, the machine that measured what it shows (its
+    GPUs and its host, which sets host-bound steps and Gloo's links) and on which days (the records it
+    read), for a page executed from those records elsewhere, where (a timing taken while executing, such as
+    chapter 7's pricing, is that machine's), and a link to the intro's list of every chapter's hardware."""
     line = (f"**{edition_name(store.folder.name)}** · measured on {describe(store.hardware)}, "
             f"{days(store.measured_at)}")  # fmt: skip
     if store.records_of:
-        line += f" · executed from those records on {describe(fingerprint())}, measuring nothing here"
+        line += f" · executed from those records on {describe(fingerprint())}"
     return line + " · {ref}`every chapter's hardware <where-the-numbers-come-from>`"
 
 
@@ -389,9 +383,10 @@ def provenance_page() -> str:
     if quoted:
         lines += ["## Machines whose records are quoted", "",
                   "These machines ran none of the chapters above, but measured records that a chapter reads: "
-                  "chapter 5 reads the float32 single-GPU step times among them (from runs of the `gpu` "
-                  "profile and from `make gpu-check`, on any machine), checks its roofline against them, and "
-                  "uses them in place of the roofline for that GPU.", ""]  # fmt: skip
+                  "an earlier chapter's runs in the same edition's results (chapter 5 prices chapter 1's "
+                  "training runs, for one), and float32 single-GPU step times (from runs of the `gpu` "
+                  "profile and from `make gpu-check`, on any machine), which chapter 5 checks its roofline "
+                  "against and uses in place of the roofline for that GPU.", ""]  # fmt: skip
         for identifier, entry in quoted.items():
             lines += hardware_section(identifier, entry["hardware"]) + reference_section(identifier)
             lines += ["Records: " + "; ".join(entry["sources"]) + ".", ""]

@@ -173,10 +173,12 @@ def settings_answer(comparison: dict) -> str:
         return "no setting was timed here"
     models = list(dict.fromkeys(model for model, _ in speedups))
     if all((model, "all") in speedups for model in models):
-        verdicts = "; ".join(f"`{m}` {describe_speedup(speedups[m, 'all'])}" for m in models)
+        verdicts = "; ".join(f"`{m}` {describe_speedup(speedups[m, 'all'], brief=True)}" for m in models)
         return f"all four together against strict float32: {verdicts}"
     parts = []
     for model in models:
-        mine = [f"{LABELS[s]} {describe_speedup(c)}" for (m, s), c in speedups.items() if m == model]
+        mine = [
+            f"{LABELS[s]} {describe_speedup(c, brief=True)}" for (m, s), c in speedups.items() if m == model
+        ]
         parts.append(f"`{model}` " + ", ".join(mine))
     return f"each against strict float32: {'; '.join(parts)}"

@@ -39,6 +39,7 @@ from helpers.results import measured_in_rounds
 from helpers.sharding.runs import WORKER, sharding_config, stored_sharding_run
 from helpers.sharding.tasks import global_batches
 from helpers.stats import (
+    BASELINE,
     describe_speedup,
     interval_label,
     interval_text,
@@ -139,12 +140,14 @@ def rounds_note(runs: dict[str, list[tuple[dict, dict]]]) -> str:
             "The records shown were measured before the study launched in rounds: from "
             f"{ddp_first.strftime(when)[:-4]} "
             f"to {last.strftime('%H:%M')} UTC in one session, with the accumulation runs after every DDP "
-            f"launch (the first of them {gap} after the last DDP launch)."
+            f"launch (the first of them {gap} after the last DDP launch), so the ratios against DDP below "
+            "compare runs made one after the other, not side by side."
         )
     return (
         "The records shown were measured before the study launched in rounds: the DDP launches from "
         f"{ddp_first.strftime(when)} to {ddp_last.strftime(when)}, the accumulation runs from "
-        f"{first.strftime(when)} to {last.strftime(when)}."
+        f"{first.strftime(when)} to {last.strftime(when)}, so the ratios against DDP below compare runs not "
+        "made side by side."
     )
 
 
@@ -195,7 +198,10 @@ def efficiency_table(runs: list[tuple[dict, dict]]) -> pd.DataFrame:
 
 
 def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``efficiency_table`` as the chapter shows it: one row per model, scaling and k, human columns."""
+    """``efficiency_table`` as the chapter shows it: one row per model, scaling and k, human columns; the
+    one-rank rows are the baseline, S(1) = E(1) = 1 by definition, with no verdict against themselves: their
+    interval is the spread of their own launches against each other, which every other row's carries."""
+    baseline = table["ranks"] == 1
     view = pd.DataFrame(
         {
             "model": table["model"], "scaling": table["scaling"], "ranks k": table["ranks"],
@@ -214,6 +220,8 @@ def efficiency_view(table: pd.DataFrame) -> pd.DataFrame:
             ],
         }
     )  # fmt: skip
+    for column, value in {"speed-up S(k)": "1", "efficiency E(k)": 1.0, "verdict": BASELINE}.items():
+        view.loc[baseline.to_numpy(), column] = value
     return view.set_index(["model", "scaling", "ranks k"])
 
 
@@ -373,14 +381,14 @@ def accumulation_view(table: pd.DataFrame) -> pd.DataFrame:
     return view.set_index(["model", "k", "run compared"])
 
 
-def phrase(row, per: str = "") -> str:
+def phrase(row, per: str = "", brief: bool = False) -> str:
     """A comparison row of ``efficiency_table`` or ``accumulation_table`` as one phrase for a sentence:
     "not resolved, 1.02× (0.74–1.90×, 3 launches each)" (``stats.describe_speedup``; ``per`` what a slower
-    one's time taken is of, where the comparison is of a rate)."""
+    one's time taken is of, where the comparison is of a rate; ``brief``, its brief form)."""
     low, high = ("low", "high") if "low" in row else ("speedup_low", "speedup_high")
     result = {"speedup": row["speedup"], "low": row[low], "high": row[high], "verdict": row["verdict"],
               "launches": row["launch_counts"]}  # fmt: skip
-    return describe_speedup(result, per=per)
+    return describe_speedup(result, per=per, brief=brief)
 
 
 def shares_device(hardware: dict, device: str, ranks: int) -> bool:
@@ -433,14 +441,14 @@ def ranks_setting(hardware: dict, backend: str, device: str, ranks: int) -> dict
             "sharing": sharing}  # fmt: skip
 
 
-def efficiency_sentences(table: pd.DataFrame, ranks: int, shared: bool = False) -> str:
+def efficiency_sentences(table: pd.DataFrame, ranks: int, shared: bool = False, brief: bool = False) -> str:
     """What ``efficiency_table`` says at ``ranks``, one sentence per model and scaling, for the prose.
     ``shared``: the ranks shared one device, so their efficiency against k devices' ideal, which does not
-    apply to them, is left out (``ranks_setting``)."""
+    apply to them, is left out (``ranks_setting``); ``brief``: the answer box's verdicts (``phrase``)."""
     sentences = []
     for row in table[table["ranks"] == ranks].sort_values(["model", "scaling"]).itertuples(index=False):
         unit = " in samples per second" if row.scaling == "weak" else ""
-        said = phrase(row._asdict(), per=" per sample" if row.scaling == "weak" else "")
+        said = phrase(row._asdict(), per=" per sample" if row.scaling == "weak" else "", brief=brief)
         if shared:
             sentences.append(f"{row.model}, {row.scaling} scaling{unit}: {said}.")
         else:

@@ -31,6 +31,8 @@ import numpy as np
 MIN_REPEATS = 5  # what the book calls a timing: at least five timed repetitions
 MIN_LAUNCHES = 3  # what a comparison of launches needs before it says anything
 MATTERS = 0.10  # a speed-up within 10 % of 1 is a difference that does not matter here
+# a table's reference row: no verdict against itself, but the spread of its own launches against each other
+BASELINE = "the baseline (its launches against each other)"
 # Between the paragraphs of a long generated reading (``chapter.glue_all`` glues such text as Markdown)
 PARAGRAPH_BREAK = "\n\n"
 VERDICTS = ("faster", "slower", "no measurable difference", "not resolved")
@@ -170,14 +172,22 @@ def significant(value: float, digits: int = 3) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+def agreement(difference: float) -> str:
+    """How closely two runs agree, for a sentence: "exactly" where the largest difference is 0 (not "to
+    within 0.0e+00"), else "to within 1.2e-07"."""
+    return "exactly" if difference == 0 else f"to within {difference:.1e}"
+
+
 def ms(seconds: float) -> str:
     """Seconds as milliseconds to three significant digits, never in powers of ten: 2,500, 12.3, 0.270."""
     return significant(seconds * 1e3)
 
 
 def plural(count: int, noun: str) -> str:
-    """``noun`` as ``count`` of it are called: launch, launches; round, rounds."""
-    return noun if count == 1 else noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+    """``noun`` as ``count`` of it are called: launch, launches; round, rounds; epoch, epochs (a hard
+    "ch")."""
+    sibilant = noun.endswith(("ch", "sh", "s", "x")) and not noun.endswith("epoch")
+    return noun if count == 1 else noun + ("es" if sibilant else "s")
 
 
 def apart_digits(low: float, high: float, digits: int = 2) -> int:
@@ -257,7 +267,9 @@ def ratio_figures(speedup: float, low: float, high: float, digits: int = 2) -> t
     return f"{shown:.{digits}f}", interval_text(shown_low, shown_high, verdict, digits)
 
 
-def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: str = "") -> str:
+def describe_speedup(
+    result: dict, digits: int = 2, unit: str = "launch", per: str = "", brief: bool = False
+) -> str:
     """The verdict first, then the figure: ``faster, 1.52× (1.40–1.61×)``, ``not resolved, 1.02×
     (0.74–1.90×, 3 launches each)``; a speed-up below 1 as the time taken (``shown_ratio``), so that the
     figure reads the way the word does: ``slower, taking 2.04× as long (1.96–2.17×)`` for a speed-up of
@@ -265,12 +277,23 @@ def describe_speedup(result: dict, digits: int = 2, unit: str = "launch", per: s
     phrase, no nested parentheses, to sit in a sentence. ``unit`` names what was repeated, in the singular
     (an independent launch, a round of measurements); ``per`` what the time taken is of, where a speed-up
     is a rate (" per sample"). An interval wholly on one side of 1 gets the decimals it needs not to print
-    as touching 1 (1.003–1.040×, not 1.00–1.04×)."""
+    as touching 1 (1.003–1.040×, not 1.00–1.04×). ``brief``, for an answer box whose body gives the rest:
+    the verdict and the figure alone, to three significant digits (``slower, taking 2.04× as long``), where
+    the interval lies wholly beyond ±``MATTERS`` of 1 or wholly inside it (the verdict's words say which);
+    an interval that crosses that edge is kept, without its launch count (``faster, 1.24× (1.02–1.53×)``:
+    the point alone would claim more than 2 %)."""
     _, low, high = shown_ratio(result)
     digits = interval_digits(result["verdict"], low, high, digits)
     interval = interval_text(low, high, result["verdict"], digits)
     launches = result.get("launches")
-    if launches:
+    beyond = min(low, high) >= 1 + MATTERS
+    if brief and (beyond or within_matters(result["low"], result["high"])):
+        said = verdict_words(result["verdict"], result["low"], result["high"])
+        taking = "taking " if result["speedup"] < 1 else ""
+        ratio = shown_ratio(result)[0]  # three significant digits: 1.26×, 54.9×
+        shown = (2 if ratio < 10 else 1 if ratio < 100 else 0) if f"{ratio:.2f}" != "1.00" else digits
+        return f"{said}, {taking}{ratio_words(result['speedup'], shown, per)}"
+    if launches and not brief:
         counted = (
             f"{launches[0]} {plural(launches[0], unit)} each"
             if launches[0] == launches[1]

@@ -486,8 +486,8 @@ def explain_batch_effect(model: str, change: dict, smallest: int, largest: int, 
         return (
             f"{model}'s epoch is shorter at batch {largest}: what a step costs whatever its batch (the "
             f"optimizer's pass over all {parameters:,} parameters, starting every operator) is paid "
-            f"{largest / smallest:.3g} times less often per epoch, and larger operators can keep more cores "
-            "busy"
+            f"{largest / smallest:.3g} times less often per epoch, and larger operators keep the device "
+            "busier"
         )
     if verdict == "slower":
         return (
@@ -510,7 +510,7 @@ def final_table(history: pd.DataFrame) -> pd.DataFrame:
             "epochs": last["epoch"],
             "training accuracy, running mean (%)": (last["train_accuracy"] * 100).map("{:.1f}".format),
             "test accuracy (%)": (last["test_accuracy"] * 100).map("{:.1f}".format),
-            "last epoch's time (s)": last["epoch_seconds"].map("{:,.1f}".format),
+            "last epoch's time (s)": last["epoch_seconds"].map(significant),
         }
     )
 

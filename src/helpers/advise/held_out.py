@@ -341,7 +341,7 @@ def held_out_sentences(
     worst_text = f"worst {abs(worst.error_percent):.0f} %, {point(worst)}"
     # the answer box says it in a sentence; 7.4 gives the setting and every point
     found["held_out_answer"] = (
-        f"Its predictions of the new models' DDP steps at {len(rows)} multi-rank points on this machine are "
+        f"Its predictions of the new models' DDP steps at {len(rows)} multi-rank points here are "
         f"off by {mape:.0f} % on average ({worst_text}): {count} within the book's {goal:g} % goal."
     )
     found["held_out_summary"] = (

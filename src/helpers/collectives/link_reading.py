@@ -308,11 +308,12 @@ def describe_beyond(
     return " ".join(sentences)
 
 
-def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE) -> str:
+def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE, brief: bool = False) -> str:
     """Our ring against the library at the largest message measured on ``ranks`` ranks (the pinned launch
     of the link fit; another rank count where that is missing), as a phrase, the reading first: beat,
     fell behind, matched, can match or beat (the interval's low end within ``stats.MATTERS`` of 1), or
-    not resolved; then the ratio and its range from one launch's iterations."""
+    not resolved; then the ratio and (not ``brief``, the answer box's form) its range from one launch's
+    iterations."""
     if table.empty:
         return "not measured (no message large enough)"
     chosen = table[table.index.get_level_values("ranks") == ranks]
@@ -329,10 +330,13 @@ def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE) -> str:
         reading = f"our ring can match or beat {library}'s all-reduce here"
     else:
         reading = "not resolved"
-    return (
-        f"{reading} — {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks, in "
-        f"one launch whose iterations range {low:.2f}–{high:.2f}× when the fastest and slowest are paired"
+    said = f"{reading} — {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks"
+    if brief:
+        return f"{said}, in one launch"
+    spread = (
+        f"in one launch whose iterations range {low:.2f}–{high:.2f}× when the fastest and slowest are paired"
     )
+    return f"{said}, {spread}"
 
 
 def describe_ring_costs(backend: str, device: str) -> str:

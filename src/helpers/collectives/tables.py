@@ -507,9 +507,9 @@ def describe_topologies(model_name: str, world_size: int, shards: int) -> str:
         return f"{nbytes / 1e6:.3g} MB"
 
     return (
-        f"`{model_name}`'s {mb(gradient)} of gradients on k = {world_size}: the busiest link carries "
-        f"{mb(busiest['ring all-reduce'])} each way per step in a ring all-reduce; "
-        f"{mb(busiest['parameter server on the CPU'])} at a parameter server on the CPU, "
+        f"the busiest link per step, each way, for `{model_name}`'s {mb(gradient)} gradient on "
+        f"k = {world_size}: {mb(busiest['ring all-reduce'])} in a ring, "
+        f"{mb(busiest['parameter server on the CPU'])} at a CPU parameter server, "
         f"{mb(busiest['parameter server on a rank'])} at one on a rank, "
-        f"{mb(busiest[f'sharded parameter servers (s={shards})'])} with {shards} sharded servers"
+        f"{mb(busiest[f'sharded parameter servers (s={shards})'])} at each of {shards} sharded servers"
     )

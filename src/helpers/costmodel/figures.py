@@ -41,9 +41,10 @@ def _shared_legend(figure: plt.Figure, axes, title: str | None = None, columns: 
 
 def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, hardware: str) -> plt.Figure:
     """Each measured loss curve (points; filled where the fit saw them) with the Optimus curve fitted to its
-    first part (line), the target loss (dashed) and where the fit stops (dotted), three panels across;
-    each panel says whether its test is out of sample (the target crossed after the fitted points)."""
-    figure, axes = panel_grid(len(curves), columns=3, panel_height=2.3)
+    first part (line), the target loss (dashed) and where the fit stops (dotted), two panels across so that
+    their titles keep apart at the book's smallest text; each panel says whether its test is out of sample
+    (the target crossed after the fitted points)."""
+    figure, axes = panel_grid(len(curves), columns=2, panel_height=2.0)
     for axis, curve, row in zip(axes, curves, predictions.itertuples(), strict=True):
         steps = pd.Series(curve["steps"], dtype=float)
         axis.plot(
@@ -55,11 +56,11 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
         axis.axhline(row.target_loss, color="black", linestyle="--", linewidth=0.8, label="target")
         axis.axvline(row.fitted_up_to_step, color="grey", linestyle=":", linewidth=0.8, label="end of fit")
         test = "out of sample" if row.out_of_sample else "not a test"
-        axis.set_title(f"{textwrap.fill(curve['curve'], 36)}\n({test})", fontsize=7)  # no title runs on
-        axis.set_xlabel(curve["unit"], fontsize=8)
-        axis.tick_params(labelsize=7)
+        axis.set_title(f"{textwrap.fill(curve['curve'], 36)}\n({test})", fontsize=9)  # no title runs on
+        axis.set_xlabel(curve["unit"], fontsize=9)
+        axis.tick_params(labelsize=9)
     for axis in axes[:: min(3, len(axes))]:
-        axis.set_ylabel("training loss", fontsize=8)
+        axis.set_ylabel("training loss", fontsize=9)
     figure = titled(figure, what, hardware)
     _shared_legend(figure, axes[:1], columns=5)
     return figure
@@ -152,7 +153,7 @@ def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
         axis.axvline(1, color="grey", linewidth=0.8)
         axis.set(xscale="log", title=shown_name(model))
         log_ticks(axis.xaxis)
-        axis.set_yticks(range(len(machines)), machines, fontsize=8)
+        axis.set_yticks(range(len(machines)), machines, fontsize=9)
         axis.invert_yaxis()
     axes[-1].set_xlabel("speed-up over one GPU (×)")
     figure = titled(figure, what, "PREDICTIONS")
@@ -212,7 +213,7 @@ def plot_seed_check(check: pd.DataFrame) -> plt.Figure:
         _band_lines(axis, frame[frame["model"] == model], "global_batch", "epoch_seconds", "GPUs")
         plain_log_axes(axis, sorted(frame["global_batch"].unique()))
         axis.set(xlabel="batch size", ylabel="seconds per 2,000-clip epoch", title=shown_name(model))
-        axis.tick_params(axis="x", labelsize=7)
+        axis.tick_params(axis="x", labelsize=9)
     hardware = f"{check['machine'].iloc[0]}, {check['link'].iloc[0]}, DataParallel: PREDICTIONS"
     figure = titled(figure, "The seed's experiment, predicted with its band", hardware)
     _shared_legend(figure, axes[:1], columns=4)

@@ -120,22 +120,33 @@ def held_out_prediction(steps, losses, fit_fraction: float, target: float, windo
     }
 
 
+# what makes two DDP runs one run of the data, and how far apart their losses may lie (bf16 gradients on
+# the H200 moved ConvNet's by at most 1.1e-3 relative)
+RUN_KEYS = ("seed", "global_batch_size", "train_samples", "epochs", "optimizer", "lr")
+SAME_RUN = 1e-2
+
+
 def loss_curves(stores, min_points: int = 6) -> list[dict]:
     """Measured per-step training-loss curves with at least ``min_points`` points, from the stores'
     records of this machine: the batch losses of chapter 1's trainings, the global batch losses of
     chapter 3's DDP runs (every epoch's steps in a row) and those of chapter 4's synchronous SGD
     (staleness 0). A curve that is an earlier one's up to float32 rounding (every loss within
     ``ddp_results.PARITY_THRESHOLD`` relative: DDP on 1 and k ranks computes the same global batches, by
-    design, summed in another order) is kept once, its other sources listed in ``same_as``."""
+    design, summed in another order), or a DDP run of the same model, seed, global batch, clips, epochs,
+    optimizer and learning rate as an earlier one whose every loss lies within ``SAME_RUN`` of it (its
+    gradients in bf16, say: the same batches from the same start, a curve a hair apart) is kept once, its
+    other sources listed in ``same_as``: one test per run of the data, not per variant of it."""
     curves = []
     for store in stores:
         for record in store.records():
             kind, config, result = record["kind"], record["config"], record["result"]
+            run = None  # what makes two DDP runs one run of the data
             if kind == "training":
                 losses, chapter = result.get("step_losses", []), "chapter 1"
             elif kind == "ddp_run":
                 losses = [loss for row in result["history"] for loss in row.get("step_losses", [])]
                 ranks, compression = config["world_size"], config.get("compression")
+                run = tuple(config.get(key) for key in RUN_KEYS)
                 chapter = (
                     f"chapter 3 DDP, {ranks} rank{'' if ranks == 1 else 's'}, seed {config.get('seed', 0)}"
                     + (f", {compression} gradients" if compression else "")
@@ -149,20 +160,25 @@ def loss_curves(stores, min_points: int = 6) -> list[dict]:
                 continue
             name = f"{config['model']}, {chapter}"
             mine = [c for c in curves if c["model"] == config["model"]]
-            same = next((c for c in mine if _same_losses(c["losses"], losses)), None)
-            if same is not None:
-                same["same_as"].append(name)
+            same = next(
+                (c for c in mine if _same_losses(c["losses"], losses)
+                 or (run is not None and c["run"] == run and _same_losses(c["losses"], losses, SAME_RUN))),
+                None,
+            )  # fmt: skip
+            if same is not None:  # another launch of the same settings adds no name
+                if name != same["curve"] and name not in same["same_as"]:
+                    same["same_as"].append(name)
                 continue
             steps = list(range(1, len(losses) + 1))
             curves.append({"curve": name, "model": config["model"], "unit": "step", "steps": steps,
-                           "losses": losses, "same_as": []})  # fmt: skip
+                           "losses": losses, "same_as": [], "run": run})  # fmt: skip
     return curves
 
 
-def _same_losses(first: list[float], second: list[float]) -> bool:
-    """The same curve up to float32 rounding: as long, every loss within ``PARITY_THRESHOLD`` relative."""
+def _same_losses(first: list[float], second: list[float], relative: float = PARITY_THRESHOLD) -> bool:
+    """The same curve to within ``relative`` (float32 rounding by default): as long, every loss within it."""
     return len(first) == len(second) and all(
-        abs(a - b) <= PARITY_THRESHOLD * max(abs(a), abs(b)) for a, b in zip(first, second, strict=True)
+        abs(a - b) <= relative * max(abs(a), abs(b)) for a, b in zip(first, second, strict=True)
     )
 
 
@@ -184,7 +200,7 @@ def loss_predictions(curves: list[dict], fit_fraction: float = 0.5, target_at: f
             outcome["measured_step"] is not None and outcome["measured_step"] > outcome["fitted_up_to_step"]
         )
         rows.append(
-            {"curve": curve["curve"], "same_as": ", ".join(curve.get("same_as", [])), "unit": curve["unit"],
+            {"curve": curve["curve"], "same_as": "; ".join(curve.get("same_as", [])), "unit": curve["unit"],
              "points": len(curve["steps"]), "fitted_points": outcome["fitted_points"],
              "target_loss": float(level), **kept, "out_of_sample": tested,
              **{key: outcome["fit"][key] for key in ("beta0", "beta1", "beta2")}}

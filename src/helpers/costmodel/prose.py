@@ -48,11 +48,14 @@ def short_verdict(verdict: str) -> str:
 
 def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
     """The loss model's out-of-sample test (``lossfit.out_of_sample``) in words: how many curves tested it,
-    the range of its errors with their signed median (a bias where they lean one way) and each curve's."""
+    the range of its errors with their signed median (a bias where they lean one way) and each curve's;
+    ``loss_error_brief``, the answer box's, gives the signed median alone where there is one."""
     if tested.empty:
+        unknown = "an unknown amount (no out-of-sample test in this store)"
         return {
             "loss_tested": "no curve",
-            "loss_error_range": "an unknown amount (no out-of-sample test in this store)",
+            "loss_error_range": unknown,
+            "loss_error_brief": unknown,
             "loss_per_curve": "none of this store's curves reaches its target after its fitted points",
         }
     size = tested["error (%)"].abs().dropna()
@@ -61,18 +64,21 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
         spread = "unknown: the fit never reaches the target on any of them"
     else:
         spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
-        signed = tested["error (%)"].dropna()
-        if len(signed) > 1:
-            later = int((signed > 0).sum())
-            spread += (
-                f" (median {signed.median():+.0f} %; {later} of {len(signed)} predicted later than they came)"
-            )
+    brief = spread
+    signed = tested["error (%)"].dropna()
+    if len(signed) > 1:
+        later, median = int((signed > 0).sum()), f"{signed.median():+.0f} %"
+        spread += f" (median {median}; {later} of {len(signed)} predicted later than they came)"
+        share = f"all {later}" if later == len(signed) else f"{later} of {len(signed)}"
+        brief = f"a median of {median} ({share} later than they came)"
     if never and not size.empty:
-        spread += f", and on {never} the fit never reaches the target (a failed prediction)"
+        failed = f", and on {never} the fit never reaches the target (a failed prediction)"
+        spread, brief = spread + failed, brief + failed
     pairs = zip(tested["curve"], tested["error (%)"], strict=True)
     return {
         "loss_tested": counted(len(tested), "curve"),
         "loss_error_range": spread,
+        "loss_error_brief": brief,
         "loss_per_curve": "; ".join(
             f"{curve}: {'never reached' if pd.isna(error) else f'{error:+.0f} %'}" for curve, error in pairs
         ),
@@ -169,7 +175,7 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
     )
     if same:
         methods_note = (
-            f"On this CPU `ddp_overlap` and `ddp_no_overlap` predict the same step (to {gap:.1f} %); they "
+            f"On this CPU DDP with and without overlap predict the same step (to {gap:.1f} %); they "
             f"count as one method here. {identical}"
         )
         if several:
@@ -179,7 +185,7 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
                 "little."
             )
     else:
-        methods_note = f"`ddp_overlap` and `ddp_no_overlap` differ by up to {gap:.0f} % here." if gap else ""
+        methods_note = f"DDP with and without overlap differ by up to {gap:.0f} % here." if gap else ""
         if gap and one:
             methods_note += f" {identical}"
     methods_note = methods_note.strip()

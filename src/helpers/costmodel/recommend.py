@@ -527,9 +527,8 @@ def result_costs(
     epochs = money.epochs_to_accuracy(run["result"]["history"], target_accuracy)
     if epochs is None:
         return pd.DataFrame({"model": [model], "reason": [
-            f"never reached {target_accuracy:.0%} test accuracy in chapter 1's "
-            f"{len(run['result']['history'])} "
-            "epochs"]})  # fmt: skip
+            f"never reached {target_accuracy:.0%} test accuracy in the chapter 1 run this chapter reads "
+            f"({counted(len(run['result']['history']), 'epoch')})"]})  # fmt: skip
     samples = run["config"]["train_samples"] or TRAIN_CLIPS
     rows = [{"setup": "this machine, one process", "basis": "measured (chapter 1)",
              "epoch_seconds": run["result"]["epoch_seconds"], "hourly_price": None}]  # fmt: skip

@@ -10,6 +10,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from helpers.costmodel import money, specs
+from helpers.costmodel.prose import METHOD_NAMES
 from helpers.costmodel.recommend import (
     TRAIN_CLIPS,
     fastest_batches,
@@ -19,6 +20,7 @@ from helpers.costmodel.recommend import (
 )
 from helpers.costmodel.rule import FLOOR, HELD, HELD_OR_NOT, HIDE, NOT_HELD
 from helpers.stats import significant
+from helpers.train import counted
 
 
 def banded(
@@ -26,7 +28,8 @@ def banded(
 ) -> pd.Series:
     """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never
     in powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
-    (920–8,320)"), an infinite one "unbounded"; a missing central value "–" alone, without a band."""
+    (920–8,320)"), an infinite one "unbounded"; a missing central value "–" alone, and a value without a
+    band (a measurement) alone."""
 
     def text(value) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -35,11 +38,13 @@ def banded(
             return "unbounded"
         return f"{value * scale:,.0f}" if whole else significant(value * scale, digits)
 
+    def shown(central, low, high) -> str:
+        if text(central) == "–" or text(low) == text(high) == "–":
+            return text(central)
+        return f"{text(central)} ({text(low)}–{text(high)})"
+
     triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
-    return pd.Series(
-        ["–" if text(c) == "–" else f"{text(c)} ({text(lo)}–{text(hi)})" for c, lo, hi in triples],
-        index=frame.index,
-    )
+    return pd.Series([shown(*triple) for triple in triples], index=frame.index)
 
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -76,50 +81,67 @@ def renter_table(summary: pd.DataFrame, hour_value: float) -> pd.DataFrame:
 
 
 def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
-    """``result_costs`` for reading: seconds and dollars as "central (lowest–highest)" where banded."""
-    seconds = [
-        f"{c:.4g}" if math.isnan(lo) else f"{c:.4g} ({lo:.4g}–{hi:.4g})"
-        for c, lo, hi in zip(costs["seconds"], costs["seconds_low"], costs["seconds_high"], strict=True)
-    ]
-    dollars = [
-        "–" if math.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})" if not math.isnan(lo) else f"{c:.3g}"
-        for c, lo, hi in zip(costs["dollars"], costs["dollars_low"], costs["dollars_high"], strict=True)
-    ]
+    """``result_costs`` for reading: seconds and dollars to three significant digits, as "central
+    (lowest–highest)" where banded (``banded``)."""
     return pd.DataFrame({"model": costs["model"], "setup": costs["setup"], "basis": costs["basis"],
-                         "epochs": costs["epochs"], "seconds": seconds, "dollars": dollars})  # fmt: skip
+                         "epochs": costs["epochs"], "seconds": banded(costs, "seconds"),
+                         "dollars": banded(costs, "dollars")})  # fmt: skip
 
 
 def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     """``condition_table`` for reading, per-GPU and global batches and seconds as "central
-    (lowest–highest)": the DDP buckets; b*_hide only where some model has several buckets (a one-bucket
-    model's reads "none: one bucket", never an unbounded band); the all-reduce left after backward (all of
-    it with one bucket, the last bucket's with several) beside each GPU's step without it (the host's issue
-    and the compute) at the chapter's global batch, where ``condition_table`` was given one; b*_floor; and
-    the global batch every condition that can hold needs, against the training set."""
+    (lowest–highest)", narrow enough for the column: the GPUs and the DDP buckets in the headers where every
+    row shares them; b*_hide only where some model has several buckets (a one-bucket model's reads "none:
+    one bucket", never an unbounded band); the all-reduce left after backward (all of it with one bucket,
+    the last bucket's with several) beside each GPU's step without it (the host's issue and the compute) at
+    the chapter's global batch, where ``condition_table`` was given one; b*_floor; the global batch every
+    condition that can hold needs; and whether the training set holds it: yes, no or "depends (n)", whose
+    inputs ``condition_notes`` names (``attrs["notes"]``)."""
     one = conditions["buckets"].eq(1)
-    shown = {"model": conditions["model"], "machine": conditions["machine"], "GPUs": conditions["gpus"],
-             "DDP buckets": conditions["buckets"]}  # fmt: skip
-    if not one.all():
+    gpus, buckets = conditions["gpus"].unique(), conditions["buckets"].unique()
+    shown = {"model": conditions["model"], "machine": conditions["machine"]}
+    if len(gpus) > 1:  # a count every row shares goes into the headers instead
+        shown["GPUs"] = conditions["gpus"]
+    if len(buckets) > 1:
+        shown["DDP buckets"] = conditions["buckets"]
         hide = banded(conditions, "hide", whole=True).where(~one, "none: one bucket")
-        shown[f"{HIDE}: all but the last bucket hidden (per GPU)"] = hide
-    shown["all-reduce left after backward (ms)"] = banded(conditions, "tail_seconds", 1e3)
+        shown[f"{HIDE} (samples per GPU)"] = hide
+    bucket = f", {counted(int(buckets[0]), 'bucket')}" if len(buckets) == 1 else ""
+    shown[f"all-reduce after backward{bucket} (ms)"] = banded(conditions, "tail_seconds", 1e3)
     if "compute_seconds" in conditions and conditions["compute_seconds"].notna().any():
         batch, shares = int(conditions["batch"].iloc[0]), conditions["per_gpu_batch"].unique()
-        each = f" ({int(shares[0])} per GPU)" if len(shares) == 1 else ""
-        shown[f"each GPU's step without the all-reduce, global batch {batch}{each} (ms)"] = banded(
-            conditions, "compute_seconds", 1e3
-        )
-    shown[f"{FLOOR}: above the fixed cost (per GPU)"] = banded(conditions, "floor", whole=True)
-    shown["global batch needed"] = banded(conditions, "needed_global_batch", whole=True)
-    shown[f"do {TRAIN_CLIPS:,} clips hold it?"] = conditions["needed against the training set"].map(_holds)
-    return pd.DataFrame(shown)
+        each = f", at most {int(shares[0])} per GPU" if len(shares) == 1 else ""
+        step = f"step without the all-reduce, batch {batch}{each} (ms)"
+        shown[step] = banded(conditions, "compute_seconds", 1e3)
+    shown[f"{FLOOR} (samples per GPU)"] = banded(conditions, "floor", whole=True)
+    on = f" on {int(gpus[0])} GPUs" if len(gpus) == 1 else ""
+    shown[f"global batch needed{on}"] = banded(conditions, "needed_global_batch", whole=True)
+    answers = conditions["needed against the training set"]
+    depends = list(dict.fromkeys(a for a in answers if a not in (HELD, NOT_HELD)))
+    codes = {HELD: "yes", NOT_HELD: "no"} | {a: f"depends ({n})" for n, a in enumerate(depends, 1)}
+    shown[f"{TRAIN_CLIPS:,} clips enough?"] = answers.map(codes)
+    table = pd.DataFrame(shown)
+    whole = (
+        ["yes, no: the same answer at every input of the band."]
+        if answers.isin((HELD, NOT_HELD)).any()
+        else []
+    )
+    table.attrs["notes"] = whole + [f"({n}) {_depends(a)}." for n, a in enumerate(depends, 1)]
+    return table
 
 
-def _holds(against_data: str) -> str:
-    """``rule.condition_table``'s answer to whether the training set holds a global batch, as a table's
-    cell under the question: "yes, whatever the inputs", "no, whatever the inputs", or "depends on …"."""
-    answers = {HELD: "yes, whatever the inputs", NOT_HELD: "no, whatever the inputs"}
-    return answers.get(against_data, against_data.replace(HELD_OR_NOT, "depends on "))
+def condition_notes(table: pd.DataFrame) -> Markdown:
+    """What a "yes" or "no" of ``condition_display`` holds over, and what each "depends (n)" depends on,
+    one line each, to show under it."""
+    notes = table.attrs.get("notes", [])
+    return Markdown("\n".join(f"- {note}" for note in notes) if notes else "")
+
+
+def _depends(against_data: str) -> str:
+    """``rule.condition_table``'s answer where the training set may or may not hold the global batch, as
+    the note says it: "depends on …" (where no single input decides, says so)."""
+    said = against_data.replace(HELD_OR_NOT, "depends on ")
+    return said + ": no single input decides" if said.endswith("the inputs together") else said
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
@@ -153,8 +175,9 @@ VALIDATION_SPREAD = {
 def validation_tables(summary: pd.DataFrame) -> list[pd.DataFrame]:
     """``validation.validation_summary`` for reading, rounded to 0.1, as two tables narrow enough for the
     page: each method's errors, then its predictions against the measured spread and the link's band (the
-    second only where the summary has those columns)."""
-    shown = summary.set_index(["model", "method"])
+    second only where the summary has those columns); methods by name ("DDP with overlap")."""
+    shown = summary.assign(method=summary["method"].map(lambda m: METHOD_NAMES.get(m, m)))
+    shown = shown.set_index(["model", "method"])
     found = []
     for names in (VALIDATION_ERRORS, VALIDATION_SPREAD):
         columns = [name for name in names if name in shown]

@@ -35,10 +35,13 @@ from helpers.sharding.memory import (
 )
 from helpers.sharding.tasks import STRATEGIES
 from helpers.stats import (
+    BASELINE,
     describe_speedup,
     interval_label,
     interval_text,
     launch_speedup,
+    ms,
+    point_text,
     spread,
     verdict_words,
 )
@@ -394,23 +397,29 @@ def strategy_comparison(records: list[dict], baseline: str = "ddp") -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+STRATEGY_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "fsdp": "FSDP"}
+
+
 def strategy_view(table: pd.DataFrame) -> pd.DataFrame:
-    """``strategy_comparison`` as the chapter shows it: human columns with units, rounded."""
+    """``strategy_comparison`` as the chapter shows it: human columns with units, the strategies by name
+    and steps in ms; DDP's own rows are the baseline, with no verdict against themselves but the spread of
+    their own launches against each other (``stats.BASELINE``)."""
     view = pd.DataFrame(
         {
-            "model": table["model"], "strategy": table["strategy"], "launches": table["launches"],
-            "step time (s)": table["step_median"].round(3),
-            "speed-up over DDP": table["speedup"].round(2),
+            "model": table["model"], "strategy": table["strategy"].map(STRATEGY_NAMES),
+            "launches": table["launches"], "step time (ms)": table["step_median"].map(ms),
+            "speed-up over DDP": [
+                point_text(*row) for row in table[["speedup", "low", "high", "verdict"]].to_numpy()
+            ],
             interval_label(table["launch_counts"]): [
                 interval_text(*row) for row in table[["low", "high", "verdict"]].to_numpy()
             ],
             "verdict": [verdict_words(*row) for row in table[["verdict", "low", "high"]].to_numpy()],
         }
     )  # fmt: skip
+    for column, value in {"speed-up over DDP": "1", "verdict": BASELINE}.items():
+        view.loc[(table["strategy"] == "ddp").to_numpy(), column] = value
     return view.set_index(["model", "strategy"])
-
-
-STRATEGY_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "fsdp": "FSDP"}
 
 
 def strategy_sentence(table: pd.DataFrame, model: str) -> str:
