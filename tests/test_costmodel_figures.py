@@ -76,6 +76,8 @@ def test_loss_fits_and_step_time_validation_per_method():
                          "out_of_sample": [True]})  # fmt: skip
     figure = figures.plot_loss_fits([curve] * 7, pd.concat([fits] * 7), "fits", HARDWARE)
     assert "out of sample" in figure.axes[0].get_title() and HARDWARE in title(figure)
+    shown = [axis for axis in figure.axes if axis.get_visible()]  # the loss named on the first column's
+    assert [axis.get_ylabel() for axis in shown] == ["training loss", ""] * 3 + ["training loss"]
     # seven curves: two panels across, four rows, the unused panel hidden; within the column
     assert sum(axis.get_visible() for axis in figure.axes) == 7 and len(figure.axes) == 8
     assert fits_the_column(figure) and figure.get_size_inches()[1] < 10  # four rows of 2 in, the legend

@@ -178,6 +178,15 @@ def test_where_nccl_and_gloo_both_ran_the_answer_is_nccl_s_speed_up_over_gloo():
         "NCCL's speed-up over Gloo, a GPU per rank: `LinearNet` faster, 4.95×; `ConvNet` faster by under "
         "10 %, 1.04×."
     )
+    # Gloo's launches at 15:40-15:42, NCCL's at 20:40-20:42 (as on the H200: hours later, not in rounds)
+    stamped = [
+        (v, {**r, "measured_at": f"2026-11-26T{15 if v['backend'] == 'gloo' else 20}:4{v['launch']}:00"})
+        for v, r in runs["scaling"]
+    ]
+    assert ddp_placement.backends_brief({"scaling": stamped}).endswith("(the two launched 5.0 h apart).")
+    assert "ran 5.0 h apart, not in alternating rounds" in ddp_placement.backends_answer(
+        {"scaling": stamped}, plan, ["nccl", "gloo"], where, []
+    )
     assert ddp_placement.backends_brief(gloo_only := {"scaling": gloo}) == (
         "They were not compared here: see below."
     ) and not ddp_placement.backend_changes(gloo_only["scaling"])

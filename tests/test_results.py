@@ -123,6 +123,16 @@ def test_records_of_other_machines_and_code_are_kept_but_not_shown_or_reused(tmp
     assert new.records("demo")[0]["code_version"] == "new code"
 
 
+def test_records_measured_apart_are_hours_apart_and_interleaved_ones_are_not():
+    def at(*times):
+        return [{"measured_at": f"2026-11-26T{t}:00+00:00"} for t in times]
+
+    assert results.hours_apart(at("15:42", "15:50"), at("20:53", "20:54")) == pytest.approx(5 + 3 / 60)
+    assert results.hours_apart(at("20:53"), at("15:42", "15:50")) == pytest.approx(5 + 3 / 60)  # either order
+    assert results.hours_apart(at("15:42", "15:50"), at("15:46")) == 0  # alternating rounds overlap
+    assert results.hours_apart(at("15:42"), [{"config": {}}]) == 0  # a record without its time: unknown
+
+
 def test_an_unreadable_record_is_set_aside_and_measured_again(store):
     store.measure({"kind": "demo"}, lambda: {"value": 1})
     path = store.path({"kind": "demo"})

@@ -26,6 +26,7 @@ from helpers.ddp_results import (
     warmup_table,
 )
 from helpers.launch import without_advice
+from helpers.results import hours_apart
 from helpers.stats import PARAGRAPH_BREAK, listed, significant
 
 
@@ -255,6 +256,14 @@ def _why_not_compared(
     )
 
 
+def _backends_apart(runs: list[tuple[dict, dict]], ranks: int, models: list[str]) -> float:
+    """Hours between the compared Gloo and NCCL launches where they were not launched in alternating
+    rounds (``results.hours_apart``: 0 where their times overlap)."""
+    picked = {backend: [r for v, r in runs if v["backend"] == backend and v["ranks"] == ranks
+                        and v["model"] in models] for backend in ("gloo", "nccl")}  # fmt: skip
+    return hours_apart(picked["gloo"], picked["nccl"])
+
+
 def _backend_verdicts(changes: dict, brief: bool = False) -> tuple[int, list[str], str]:
     """Of ``backend_changes``, the most ranks both backends ran, the models compared there and NCCL's
     speed-up over Gloo for each, as one phrase (``brief``: without the intervals)."""
@@ -270,9 +279,11 @@ def backends_brief(runs: dict[str, list[tuple[dict, dict]]]) -> str:
     changes = backend_changes(runs["scaling"])
     if not changes:
         return "They were not compared here: see below."
-    ranks, _, verdicts = _backend_verdicts(changes, brief=True)
+    ranks, compared, verdicts = _backend_verdicts(changes, brief=True)
     who = "a GPU per rank" if ranks > 1 else "one rank each on the same GPU"
-    return f"NCCL's speed-up over Gloo, {who}: {verdicts}."
+    hours = _backends_apart(runs["scaling"], ranks, compared)
+    apart = f" (the two launched {hours:.1f} h apart)" if hours else ""
+    return f"NCCL's speed-up over Gloo, {who}: {verdicts}{apart}."
 
 
 def backends_answer(
@@ -296,6 +307,12 @@ def backends_answer(
             said = (
                 f"One NCCL rank against one Gloo rank on the same GPU (section 3.4): {verdicts}. "
                 + _one_rank_gap(runs["scaling"], changes, compared)
+            )
+        hours = _backends_apart(runs["scaling"], ranks, compared)
+        if hours:
+            said += (
+                f" NCCL's and Gloo's launches ran {hours:.1f} h apart, not in alternating rounds, so these "
+                "ratios compare runs made hours apart, not side by side."
             )
         if ranks >= where.ranks:
             return said

@@ -361,3 +361,16 @@ def measured_in_rounds(
 
             measured_all.extend(store.together(one_round))
     return measured_all
+
+
+def hours_apart(first: list[dict], second: list[dict]) -> float:
+    """Hours between two sets of records measured apart: from the last of the earlier set to the first of
+    the later; 0 where their spans overlap (measured together, as alternating rounds are) or a record
+    keeps no time."""
+    stamps = [[r.get("measured_at") for r in records] for records in (first, second)]
+    if not all(stamps) or not all(all(times) for times in stamps):
+        return 0.0
+    (_, earlier_end), (later_start, _) = sorted(
+        (min(times), max(times)) for times in ([pd.Timestamp(t) for t in group] for group in stamps)
+    )
+    return max(0.0, (later_start - earlier_end).total_seconds() / 3600)

@@ -44,7 +44,8 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
     first part (line), the target loss (dashed) and where the fit stops (dotted), two panels across so that
     their titles keep apart at the book's smallest text; each panel says whether its test is out of sample
     (the target crossed after the fitted points)."""
-    figure, axes = panel_grid(len(curves), columns=2, panel_height=2.0)
+    across = 2
+    figure, axes = panel_grid(len(curves), columns=across, panel_height=2.0)
     for axis, curve, row in zip(axes, curves, predictions.itertuples(), strict=True):
         steps = pd.Series(curve["steps"], dtype=float)
         axis.plot(
@@ -59,7 +60,7 @@ def plot_loss_fits(curves: list[dict], predictions: pd.DataFrame, what: str, har
         axis.set_title(f"{textwrap.fill(curve['curve'], 36)}\n({test})", fontsize=9)  # no title runs on
         axis.set_xlabel(curve["unit"], fontsize=9)
         axis.tick_params(labelsize=9)
-    for axis in axes[:: min(3, len(axes))]:
+    for axis in axes[::across]:  # the first column's
         axis.set_ylabel("training loss", fontsize=9)
     figure = titled(figure, what, hardware)
     _shared_legend(figure, axes[:1], columns=5)

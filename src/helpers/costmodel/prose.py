@@ -507,7 +507,7 @@ def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:
             f"`{name}`: " + "; ".join(f"{v} on {', '.join(where)}" for v, where in groups.items()) + "."
         )
     if tools:
-        notes.append("What decides the rest is measured by " + "; and ".join(tools) + ".")
+        notes.append(f"What decides the rest is measured by {stats.listed(list(tools))}.")
     return {"speedup_note": " ".join(notes)}
 
 
