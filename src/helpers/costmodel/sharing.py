@@ -96,9 +96,10 @@ def _held_out_time_model(records: list[dict], config: dict) -> timemodel.TimeMod
 def _launches(records: list[dict]) -> dict[tuple, dict]:
     """Every multi-rank Gloo launch of plain DDP on one GPU (float32 gradients, 25 MiB buckets), grouped by
     setting: ``{(chapter, model, ranks, global batch): {"steps": [median step per launch], "config": one
-    launch's config}}``. Chapters 3 and 6 store theirs as ``ddp_run`` (compressed and small-bucket launches
-    left out: the rules predict the plain step), chapter 6's sharding section as ``sharding_run`` of the
-    "ddp" strategy, chapter 7 as ``advise_validation``."""
+    launch's config}}``. Chapter 3 stores its launches as ``ddp_run`` (compressed and small-bucket launches
+    left out: the rules predict the plain step), chapter 6 as ``sharding_run`` of the "ddp" strategy (its
+    scaling runs, 6.1 and 6.2, and its sharding section's DDP, all through the sharding worker), chapter 7 as
+    ``advise_validation``."""
     settings: dict[tuple, dict] = {}
     for record in records:
         config = record["config"]
@@ -110,9 +111,9 @@ def _launches(records: list[dict]) -> dict[tuple, dict]:
             continue
         if (record["kind"] == "ddp_run" and config["bucket_cap_mb"] == 25
                 and config.get("compression") is None):  # fmt: skip
-            chapter = "chapters 3 and 6"
+            chapter = "chapter 3"
         elif record["kind"] == "sharding_run" and config["strategy"] == "ddp":
-            chapter = "chapter 6, sharding"
+            chapter = "chapter 6"
         elif record["kind"] == "advise_validation":
             chapter = "chapter 7"
         else:
@@ -131,7 +132,7 @@ def shared_gpu_check(store: ResultStore) -> pd.DataFrame:
     records = store.records()
     profiles = [r for r in records if r["kind"] == validate.PROFILE_KIND]
     cores = store.hardware["usable_cores"]
-    order = {"chapters 3 and 6": 0, "chapter 6, sharding": 1, "chapter 7": 2}  # the book's order
+    order = {"chapter 3": 0, "chapter 6": 1, "chapter 7": 2}  # the book's order
     settings = sorted(_launches(records).items(), key=lambda item: (order[item[0][0]], item[0]))
     rows = [row for setting, found in settings
             for row in _check_row(records, profiles, cores, setting, found)]  # fmt: skip
