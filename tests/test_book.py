@@ -191,7 +191,7 @@ const copy = document.querySelector('article').cloneNode(true);
 copy.querySelectorAll('.math, mjx-container, script, pre, code').forEach(e => e.remove());
 return copy.textContent;
 """
-TEX_GROUPS = re.compile(r"\\(?:text|mathrm|operatorname)\{[^}]*\}|\\[A-Za-z]+")
+TEX_GROUPS = re.compile(r"\\(?:text|mathrm|operatorname|begin|end)\{[^}]*\}|\\[A-Za-z]+")  # environments too
 
 
 def math_sources(html: Path) -> list[str]:
@@ -325,10 +325,14 @@ const unlabelled = [...article.querySelectorAll('.cell_output .output, .pst-scro
   .filter(o => !folded(o) && o.scrollWidth > o.clientWidth + 1)
   .filter(o => !/scroll sideways/i.test(getComputedStyle(o, '::before').content))
   .map(o => o.innerText.slice(0, 60));
+// a display formula fits the column: a long one breaks over lines instead of scrolling unlabelled
+const formulas = [...article.querySelectorAll('mjx-container[display="true"]')]
+  .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 40));
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
   .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
 return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider, bullets, unlabelled,
+        formulas,
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
@@ -340,9 +344,9 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     """At 1280 px and at a phone's 390 px: no paragraph over 200 words, no output over 60 lines
     outside a fold, no "(s)" plural, no number in a table with more than 4 significant digits after its
     point's zeros, no heading wider than the screen, nothing run off the column and no page wider than the
-    screen, no output scrolling sideways without saying so, no answer-box bullet over 45 words (the box
-    answers in a sentence; what its figures are follows it), and a chapter's answer within its first two
-    screens at 1280 px and on the first at 390 px."""
+    screen, no output scrolling sideways without saying so, no formula wider than the column, no
+    answer-box bullet over 45 words (the box answers in a sentence; what its figures are follows it), and a
+    chapter's answer within its first two screens at 1280 px and on the first at 390 px."""
     # headless Chromium keeps a window at least 500 px wide: a phone's width is emulated
     metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": width < 500}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
@@ -368,6 +372,7 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     assert not found["unlabelled"], (
         f"{page} at {width} px: scrolls sideways unlabelled: {found['unlabelled']}"
     )
+    assert not found["formulas"], f"{page} at {width} px: formulas wider than the column {found['formulas']}"
     if page.startswith("book/chapters/"):  # on a phone, the answer box starts on the first screen
         screens = 2 if width == 1280 else 1
         assert found["answer"] is not None and found["answer"] < screens, f"{page}: the answer starts late"
