@@ -282,17 +282,15 @@ def describe_speedup(
     the interval lies wholly beyond ±``MATTERS`` of 1 or wholly inside it (the verdict's words say which);
     an interval that crosses that edge is kept, without its launch count (``faster, 1.24× (1.02–1.53×)``:
     the point alone would claim more than 2 %)."""
-    _, low, high = shown_ratio(result)
+    ratio, low, high = shown_ratio(result)
     digits = interval_digits(result["verdict"], low, high, digits)
+    said = verdict_words(result["verdict"], result["low"], result["high"])
+    taking = "taking " if result["speedup"] < 1 else ""
+    if brief and (low >= 1 + MATTERS or within_matters(result["low"], result["high"])):
+        shown = (2 if ratio < 10 else 1 if ratio < 100 else 0) if f"{ratio:.2f}" != "1.00" else digits
+        return f"{said}, {taking}{ratio_words(result['speedup'], shown, per)}"  # 1.26×, 54.9×
     interval = interval_text(low, high, result["verdict"], digits)
     launches = result.get("launches")
-    beyond = min(low, high) >= 1 + MATTERS
-    if brief and (beyond or within_matters(result["low"], result["high"])):
-        said = verdict_words(result["verdict"], result["low"], result["high"])
-        taking = "taking " if result["speedup"] < 1 else ""
-        ratio = shown_ratio(result)[0]  # three significant digits: 1.26×, 54.9×
-        shown = (2 if ratio < 10 else 1 if ratio < 100 else 0) if f"{ratio:.2f}" != "1.00" else digits
-        return f"{said}, {taking}{ratio_words(result['speedup'], shown, per)}"
     if launches and not brief:
         counted = (
             f"{launches[0]} {plural(launches[0], unit)} each"
@@ -300,6 +298,4 @@ def describe_speedup(
             else f"{launches[0]} and {launches[1]} {plural(launches[1], unit)}"
         )
         interval += f", {counted}"
-    said = verdict_words(result["verdict"], result["low"], result["high"])
-    taking = "taking " if result["speedup"] < 1 else ""
     return f"{said}, {taking}{ratio_words(result['speedup'], digits, per)} ({interval})"
