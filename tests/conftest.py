@@ -221,15 +221,28 @@ def small_texts(figure) -> list[tuple[str, float]]:
 
 @pytest.fixture(autouse=True)
 def legible_figures():
-    """No figure a test draws sets text too small to read where a phone shows the column at half size."""
+    """No figure a test draws sets text too small to read where a phone shows the column at half size, and
+    its phone layout (``phone.phone_layout``) keeps that text at 9 px on a phone and puts the figure back."""
     import matplotlib.pyplot as plt
 
+    from helpers import phone
     from helpers.plotting import setup_style
 
     setup_style()  # the book's sizes, as every chapter sets them
     before = set(plt.get_fignums())
     yield
     for number in sorted(set(plt.get_fignums()) - before):
-        small = small_texts(plt.figure(number))
+        figure = plt.figure(number)
+        small = small_texts(figure)
+        desktop = phone.png(figure)
+        with phone.phone_layout(figure):
+            phone_small, phone_png = small_texts(figure), phone.png(figure)
+        restored = phone.png(figure)
+        phone_width = phone.png_width(phone_png)
         plt.close(number)
         assert not small, f"text under {small[0][1]} pt, too small for a phone: {small[:3]}"
+        assert not phone_small, f"text under {phone_small[0][1]} pt in the phone layout: {phone_small[:3]}"
+        assert restored == desktop, "the phone layout left the figure changed"
+        assert phone_width <= phone.PHONE_PIXELS, (
+            f"the phone layout is {phone_width} px, over {phone.PHONE_PIXELS}"
+        )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import phone
 from helpers.paths import project_root
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -328,11 +329,15 @@ const unlabelled = [...article.querySelectorAll('.cell_output .output, .pst-scro
 // a display formula fits the column: a long one breaks over lines instead of scrolling unlabelled
 const formulas = [...article.querySelectorAll('mjx-container[display="true"]')]
   .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 40));
+// no figure shrinks its smallest text (arguments[6] px in its PNG) under arguments[5] px
+const figures = [...article.querySelectorAll('.cell_output img')].filter(i => i.complete && i.naturalWidth)
+  .map(i => i.clientWidth / i.naturalWidth * arguments[6]).filter(px => px < arguments[5] - 0.05)
+  .map(px => px.toFixed(1));
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
   .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
 return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider, bullets, unlabelled,
-        formulas,
+        formulas, figures,
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
@@ -344,7 +349,8 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     """At 1280 px and at a phone's 390 px: no paragraph over 200 words, no output over 60 lines
     outside a fold, no "(s)" plural, no number in a table with more than 4 significant digits after its
     point's zeros, no heading wider than the screen, nothing run off the column and no page wider than the
-    screen, no output scrolling sideways without saying so, no formula wider than the column, no
+    screen, no output scrolling sideways without saying so, no formula wider than the column, no figure
+    drawn so small that its smallest text shows under 9 px (a phone gets each figure's phone layout), no
     answer-box bullet over 45 words (the box answers in a sentence; what its figures are follows it), and a
     chapter's answer within its first two screens at 1280 px and on the first at 390 px."""
     # headless Chromium keeps a window at least 500 px wide: a phone's width is emulated
@@ -353,7 +359,14 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     try:
         load(browser, f"{served}/{page}")
         found = browser.execute_script(
-            BUDGETS, PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS, width
+            BUDGETS,
+            PARAGRAPH_WORDS,
+            OUTPUT_LINES,
+            TABLE_DIGITS,
+            ANSWER_WORDS,
+            width,
+            phone.LEAST_SHOWN_PX,
+            phone.SMALLEST_PX,
         )
         overflowing = browser.execute_script(RUNS_OFF)
     finally:
@@ -373,6 +386,9 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
         f"{page} at {width} px: scrolls sideways unlabelled: {found['unlabelled']}"
     )
     assert not found["formulas"], f"{page} at {width} px: formulas wider than the column {found['formulas']}"
+    assert not found["figures"], (
+        f"{page} at {width} px: figures whose smallest text shows at {found['figures']} px"
+    )
     if page.startswith("book/chapters/"):  # on a phone, the answer box starts on the first screen
         screens = 2 if width == 1280 else 1
         assert found["answer"] is not None and found["answer"] < screens, f"{page}: the answer starts late"

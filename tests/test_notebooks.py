@@ -5,6 +5,7 @@ import re
 import nbformat
 import pytest
 
+from helpers import phone
 from helpers.study import notebooks_dir
 
 NOTEBOOKS = sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
@@ -26,9 +27,17 @@ def test_notebook_is_parameterised_executed_and_clean(path):
     assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
     assert any("nbval-check-output" in t for t in tags), "exact cells are nbval-checked"
     assert "def " not in "".join(cell.source for cell in code), "logic belongs in src/helpers"
-    figures = [o.data["image/png"] for cell in code for o in cell.outputs if "image/png" in o.get("data", {})]
+    figures = [
+        o.data["text/html"]
+        for cell in code
+        for o in cell.outputs
+        if "<picture>" in o.get("data", {}).get("text/html", "")
+    ]
     # a cell whose last expression is the figure it drew shows it twice
     assert len(figures) == len(set(figures)), "a figure is shown twice"
+    # every figure in its two layouts (phone.picture_html), none as a bare PNG that a phone shrinks
+    assert figures and all(f'<source media="{phone.PHONE_SCREEN}"' in figure for figure in figures)
+    assert not [o for cell in code for o in cell.outputs if "image/png" in o.get("data", {})]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -16,8 +16,10 @@ import pandas as pd
 import torch
 from IPython import get_ipython
 from IPython.display import Markdown
+from matplotlib.figure import Figure
+from matplotlib_inline.config import InlineBackend
 
-from helpers import plotting
+from helpers import phone, plotting
 from helpers.costmodel.configurations import BY_NAME
 from helpers.costmodel.money import exact
 from helpers.costmodel.specs import GPUS
@@ -169,9 +171,9 @@ def _readable_html(frame: pd.DataFrame) -> str:
 def start(namespace: dict) -> tuple[ResultStore, str]:
     """Check the parameters in ``namespace`` (a notebook's ``globals()``), keep float32 arithmetic off
     TF32 in this kernel as in every rank, then open the store of its ``results_run``, set the figures'
-    style (and tables shown whole, in words: ``readable``). What its hardware can and cannot show is said
-    once, in the intro's list of every chapter's hardware (``provenance.edition_note``), which the
-    chapter's badge links to.
+    style (each shown in the book with its phone layout too: ``phone.book_bundle``) and tables shown
+    whole, in words (``readable``). What its hardware can and cannot show is said once, in the intro's
+    list of every chapter's hardware (``provenance.edition_note``), which the chapter's badge links to.
 
     Returns the store and the one-line description of its hardware, for figure titles. A chapter executed
     from another machine's records (``helpers.study --from-records``) runs torch with that machine's
@@ -185,6 +187,11 @@ def start(namespace: dict) -> tuple[ResultStore, str]:
     shell = get_ipython()
     if shell is not None:  # every table shown reads yes/no and "–", not True/False and None
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, _readable_html)
+        # and every figure in one HTML <picture>: the column's layout, and one panel per row on a phone (a
+        # bundle, which the inline backend leaves in place when it claims the figure formatters; its own
+        # PNG, the column's layout a second time, is switched off)
+        shell.display_formatter.mimebundle_formatter.for_type(Figure, phone.book_bundle)
+        InlineBackend.instance().figure_formats = set()
     store = ResultStore(namespace["results_run"])
     if store.records_of:
         torch.set_num_threads(store.hardware["usable_cores"])

@@ -15,7 +15,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from helpers import batchsize
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
 
-PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
+
+def plain_number(value: float, _position=None) -> str:
+    """A tick label as a plain number: 20, not 2 x 10^1 (a named function, so figures can be copied)."""
+    return f"{value:g}"
+
+
+PLAIN = FuncFormatter(plain_number)
 # Repeated measurements are drawn as their median, with a band or bar from the fastest to the slowest.
 SPREAD = {"estimator": "median", "errorbar": ("pi", 100)}
 COLUMN_INCHES = 7.5  # the book's column: no figure is wider
