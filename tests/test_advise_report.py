@@ -4,6 +4,7 @@ how many held-out points there are and from the machine that measured them."""
 from dataclasses import replace
 
 from helpers.advise import counting, report
+from helpers.costmodel import tables
 from helpers.models import build_model
 
 
@@ -38,18 +39,25 @@ def test_the_verdicts_of_a_model_are_a_table_of_its_multi_gpu_machines():
     from helpers.advise import predict
     from helpers.costmodel.prose import short_verdict
 
-    found = predict.advise(counting.count_book_model("ConvNet"), 96, [1, 4])
+    found = predict.advise(
+        counting.count_book_model("ConvNet"), 16, [1, 4]
+    )  # 4 x L4 at 4 per GPU: it depends
     view = report.verdict_view(found)
+    notes = tables.table_notes(view).data.splitlines()
     several = found.machines[found.machines["gpus"] > 1]
     assert view.index.name == "ConvNet" and len(view) == len(several) == len(found.verdicts)
     for (machine, shown), row, sentence in zip(
         view.iterrows(), several.itertuples(), found.verdicts, strict=True
     ):
         assert machine == f"{row.machine}: {row.gpus} × {row.gpu}"
-        assert sentence.startswith(f"{row.gpus} × {row.gpu} ({row.machine}): {row.speedup:.3g}× ")
+        assert sentence.startswith(f"{row.gpus} × {row.gpu} ({row.machine}): {row.speedup:#.3g}× ")
         assert shown["speed-up (×)"].startswith(f"{row.speedup:.3g}")
-        assert f"— {shown['time verdict']}; {shown['dollar verdict']}" in sentence
-        assert shown["time verdict"] == short_verdict(row.faster)
+        assert f"— {short_verdict(row.faster)}; {short_verdict(row.dollars)}" in sentence
+        for verdict, code in ((row.faster, shown["time verdict"]), (row.dollars, shown["dollar verdict"])):
+            # a verdict over the whole band reads whole; "depends (n)" points to its reason under the table
+            assert code == verdict or f"- {code.removeprefix('depends ')} {verdict}." in notes
+    assert any(code.startswith("depends (") for code in view["time verdict"])  # the test reaches the notes
+    assert all(view[c].str.len().max() <= 30 for c in ("time verdict", "dollar verdict"))  # a line each
     assert "basis" not in view  # every machine priced by the roofline here
     mixed = found.machines.assign(basis=["measured"] + ["roofline"] * (len(found.machines) - 1))
     assert "basis" in report.verdict_view(replace(found, machines=mixed))

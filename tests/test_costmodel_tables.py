@@ -89,6 +89,28 @@ def test_the_seeds_verdicts_read_by_model_and_batch():
                              "speedup_high": [0.6], "faster": ["slower whatever the inputs"]})  # fmt: skip
     shown = tables.seed_verdict_display(verdicts)
     assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower whatever the inputs"]
+    assert tables.table_notes(shown).data == ""
+
+
+def test_a_verdict_that_depends_reads_as_a_numbered_note_under_its_table():
+    """Issue 38, 1: a "depends on …: measure it with …" verdict repeated per row made rows 500 px tall;
+    each distinct reason is numbered once across the columns, and said whole under the table."""
+    first, second = "depends on the a: measure it with x", "depends on b and c together: measure them with y"
+    table = pd.DataFrame({
+        "time": [first, "faster whatever the inputs", second, first],
+        "dollars": ["dearer whatever the inputs", second, first, "no price to compare"],
+    })  # fmt: skip
+    coded = tables.depends_coded(table, ["time", "dollars"])
+    assert coded["time"].tolist() == [
+        "depends (1)",
+        "faster whatever the inputs",
+        "depends (2)",
+        "depends (1)",
+    ]
+    assert coded["dollars"].tolist() == ["dearer whatever the inputs", "depends (2)", "depends (1)",
+                                         "no price to compare"]  # fmt: skip
+    assert tables.table_notes(coded).data == f"- (1) {first}.\n- (2) {second}."
+    assert table["time"].iloc[0] == first  # the table given is left as it was
 
 
 def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
@@ -114,7 +136,7 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     wide = tables.condition_display(rule.condition_table(("LinearNet",), recommend.EIGHT_GPU_MACHINES))
     answers = wide["2,700 clips enough?"].tolist()
     assert set(answers) <= {"yes", "no", "depends (1)", "depends (2)"} and "depends (1)" in answers
-    notes = tables.condition_notes(wide).data.splitlines()
+    notes = tables.table_notes(wide).data.splitlines()
     assert notes[-1].startswith("- (") and all(" depends on " in note for note in notes if "(" in note[:4])
     mixed = pd.concat([
         conditions.iloc[:1],

@@ -15,7 +15,6 @@ from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, rule, specs, tables
-from helpers.costmodel.prose import short_verdict
 from helpers.results import write_json_atomically
 
 FASTER = "faster whatever the inputs"  # ``recommend.verdict``'s wording where the whole band is faster
@@ -97,8 +96,9 @@ def machine_view(advice: Advice) -> pd.DataFrame:
 
 def verdict_view(advice: Advice) -> pd.DataFrame:
     """One model's verdicts as a table (7.3), a row per multi-GPU machine named with its GPUs: speed-up and
-    dollar multiple over one GPU with their bands, and the verdict each band allows
-    (``prose.short_verdict``: what decides it, where the band crosses 1×); the basis of the figures
+    dollar multiple over one GPU with their bands, and the verdict each band allows (where the band
+    crosses 1×, "depends (n)", what decides it and measures it said once under the table by
+    ``tables.table_notes``); the basis of the figures
     (roofline or measured) only where it differs between machines."""
     several = advice.machines[advice.machines["gpus"] > 1]
     view = pd.DataFrame(
@@ -108,13 +108,14 @@ def verdict_view(advice: Advice) -> pd.DataFrame:
                 band(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high)
                 for r in several.itertuples()
             ],
-            "time verdict": several["faster"].map(short_verdict).tolist(),
-            "dollar verdict": several["dollars"].map(short_verdict).tolist(),
+            "time verdict": several["faster"].tolist(),
+            "dollar verdict": several["dollars"].tolist(),
             "basis": several["basis"].tolist(),
         },
         index=[f"{r.machine}: {r.gpus} × {r.gpu}" for r in several.itertuples()],
     ).rename_axis(advice.counted.label)
-    return view if several["basis"].nunique() > 1 else view.drop(columns="basis")
+    view = view if several["basis"].nunique() > 1 else view.drop(columns="basis")
+    return tables.depends_coded(view, ["time verdict", "dollar verdict"])
 
 
 def bucket_note(advice: dict[str, Advice]) -> str:

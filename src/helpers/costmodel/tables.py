@@ -48,8 +48,9 @@ def banded(
 
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts."""
-    return pd.DataFrame({
+    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts
+    (what a "depends (n)" depends on in ``table_notes``)."""
+    table = pd.DataFrame({
         "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
         "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
         "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
@@ -58,6 +59,7 @@ def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
         **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
         "no dearer?": summary["dollars"], "basis": summary["basis"],
     })  # fmt: skip
+    return depends_coded(table, [c for c in ("faster?", "enough?", "no dearer?") if c in table])
 
 
 def renter_table(summary: pd.DataFrame, hour_value: float) -> pd.DataFrame:
@@ -96,7 +98,7 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     the last bucket's with several) beside each GPU's step without it (the host's issue and the compute) at
     the chapter's global batch, where ``condition_table`` was given one; b*_floor; the global batch every
     condition that can hold needs; and whether the training set holds it: yes, no or "depends (n)", whose
-    inputs ``condition_notes`` names (``attrs["notes"]``)."""
+    inputs ``table_notes`` names (``attrs["notes"]``)."""
     one = conditions["buckets"].eq(1)
     gpus, buckets = conditions["gpus"].unique(), conditions["buckets"].unique()
     shown = {"model": conditions["model"], "machine": conditions["machine"]}
@@ -117,22 +119,28 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     on = f" on {int(gpus[0])} GPUs" if len(gpus) == 1 else ""
     shown[f"global batch needed{on}"] = banded(conditions, "needed_global_batch", whole=True)
     answers = conditions["needed against the training set"]
-    depends = list(dict.fromkeys(a for a in answers if a not in (HELD, NOT_HELD)))
-    codes = {HELD: "yes", NOT_HELD: "no"} | {a: f"depends ({n})" for n, a in enumerate(depends, 1)}
-    shown[f"{TRAIN_CLIPS:,} clips enough?"] = answers.map(codes)
+    enough = f"{TRAIN_CLIPS:,} clips enough?"
+    shown[enough] = answers.map(lambda answer: {HELD: "yes", NOT_HELD: "no"}.get(answer) or _depends(answer))
     table = pd.DataFrame(shown)
-    whole = (
-        ["yes, no: the same answer at every input of the band."]
-        if answers.isin((HELD, NOT_HELD)).any()
-        else []
-    )
-    table.attrs["notes"] = whole + [f"({n}) {_depends(a)}." for n, a in enumerate(depends, 1)]
-    return table
+    if answers.isin((HELD, NOT_HELD)).any():
+        table.attrs["notes"] = ["yes, no: the same answer at every input of the band."]
+    return depends_coded(table, [enough])
 
 
-def condition_notes(table: pd.DataFrame) -> Markdown:
-    """What a "yes" or "no" of ``condition_display`` holds over, and what each "depends (n)" depends on,
-    one line each, to show under it."""
+def depends_coded(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``table`` with each "depends on …" verdict of ``columns`` shortened to "depends (n)", numbered once
+    per distinct reason across them, the reason said whole once in ``attrs["notes"]``, which
+    ``table_notes`` shows under the table: a verdict cell stays a line, not a paragraph repeated per row."""
+    reasons = list(dict.fromkeys(v for c in columns for v in table[c] if str(v).startswith("depends on ")))
+    codes = {reason: f"depends ({n})" for n, reason in enumerate(reasons, 1)}
+    coded = table.assign(**{c: table[c].map(lambda v: codes.get(v, v)) for c in columns})
+    coded.attrs["notes"] = [*table.attrs.get("notes", []), *(f"({n}) {r}." for n, r in enumerate(reasons, 1))]
+    return coded
+
+
+def table_notes(table: pd.DataFrame) -> Markdown:
+    """A table's notes (``attrs["notes"]``: what its "depends (n)" depend on), one line each, to show
+    under it."""
     notes = table.attrs.get("notes", [])
     return Markdown("\n".join(f"- {note}" for note in notes) if notes else "")
 
@@ -210,11 +218,13 @@ def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd
 
 
 def seed_verdict_display(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """``seed.seed_verdict_table`` for reading: the four-GPU speed-up with its band, and the verdict."""
+    """``seed.seed_verdict_table`` for reading: the four-GPU speed-up with its band, and the verdict (what
+    a "depends (n)" depends on in ``table_notes``)."""
     speedup = "speed-up, 4 GPUs over 1 (×)"
     shown = verdicts.assign(**{speedup: banded(verdicts, "speedup")})
     shown = shown[["model", "global_batch", speedup, "faster"]]
-    return shown.rename(columns={"global_batch": "batch", "faster": "verdict"}).set_index(["model", "batch"])
+    shown = shown.rename(columns={"global_batch": "batch", "faster": "verdict"}).set_index(["model", "batch"])
+    return depends_coded(shown, ["verdict"])
 
 
 def _thousands(values) -> list[str]:
