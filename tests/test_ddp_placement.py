@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from helpers import ddp_compare, ddp_placement, ddp_results, launch
+from helpers import ddp_compare, ddp_nccl, ddp_placement, ddp_results, launch
 from helpers.hardware import Machine
 
 LINEAR_BYTES, CONV_BYTES = 48_408_880, 1_504_800  # each model's float32 gradients: its parameters x 4
@@ -101,7 +101,7 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
     where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
     assert (where.backend, where.device, where.ranks, where.gpus, where.threads) == ("gloo", "cuda", 4, 1, 4)
     assert where.shares_gpu and where.staged and where.shared == "one NVIDIA H200"
-    largest = ddp_placement.largest_launches(gpu_runs()["scaling"], where)
+    largest = ddp_nccl.largest_launches(gpu_runs()["scaling"], where)
     # the title's question answered first, then why, then NCCL's prediction beside Gloo's measurement
     assert ddp_placement.backends_headline(gpu_runs()) == "not compared on this machine"
     answer = ddp_placement.backends_answer(gpu_runs(), gpu_plan, ["nccl", "gloo"], where, largest)
@@ -123,7 +123,7 @@ def test_what_ran_is_said_from_the_records_and_what_did_not_with_why():
     # the cpu edition: NCCL refused outright, without the launcher's advice
     cpu_plan = plan_on(CPU_MACHINE, ["gloo"], "cpu", [1, 2])
     cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
-    cpu_largest = ddp_placement.largest_launches(cpu_runs()["scaling"], cpu)
+    cpu_largest = ddp_nccl.largest_launches(cpu_runs()["scaling"], cpu)
     assert ddp_placement.backends_headline(cpu_runs()) == "not compared on this machine"
     assert ddp_placement.backends_answer(cpu_runs(), cpu_plan, ["gloo"], cpu, cpu_largest) == (
         "NCCL needs CUDA tensors and this machine has no GPU, so every run here is Gloo. Chapter 5 predicts "
@@ -196,71 +196,6 @@ def test_where_nccl_and_gloo_both_ran_the_answer_is_nccl_s_speed_up_over_gloo():
     assert "NCCL against Gloo" not in ddp_results.scaling_table(gloo)[0].columns
 
 
-def test_nccl_s_all_reduce_is_predicted_from_chapter_5_s_link_figures():
-    # NVLink 4 (H200 SXM): busbw 370 GB/s, α = 33.7 µs / 14 per ring step; four ranks: 2(k-1) = 6 steps,
-    # each of n/4 bytes: 6 x 2.407 µs + 48,408,880 x 1.5 / 370e9 s = 14.44 + 196.25 µs = 0.211 ms
-    predicted = ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA H200")
-    assert predicted["link"] == "NVLink 4 (H200 SXM)" and predicted["gpu"] == "H200 SXM 141 GB"
-    assert predicted["seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 370e9)
-    # the band: chapter 5's busbw range for the link, 60 % of its 450 GB/s peak to 480 GB/s, α fixed
-    assert predicted["low_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 480e9)
-    assert predicted["high_seconds"] == pytest.approx(6 * 33.7e-6 / 14 + LINEAR_BYTES * 1.5 / 270e9)
-    assert predicted["switched"] and predicted["configuration"] == "AWS p5en.48xlarge"
-    # the busbw is the H100's, an NCCL maintainer's statement of 2024-05-06 (not a posted measurement, nor
-    # the H200 datasheet's 2024-07); α is a DGX-A100's
-    assert predicted["busbw_source"] == (
-        "an NCCL maintainer's figure for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about "
-        "20 % of protocol overhead, stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 "
-        "SXM has the same NVLink 4 and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, near the range's top (nccl-tests issue 272, 2024-11-27)"
-    )
-    assert predicted["configuration_gpus"] == 8  # the p5en.48xlarge: 4 ranks are 4 of its 8 GPUs
-    assert predicted["alpha_source"] == (
-        "a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 ring steps (nccl-tests "
-        "issue 123, 2022-12-14)"
-    )
-    # every GPU chapter 5 sells on a link has its busbw and α cited
-    for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-16GB", "NVIDIA L4",
-                 "NVIDIA L40S", "NVIDIA GeForce GTX 1080 Ti"):  # fmt: skip
-        other = ddp_placement.nccl_prediction([LINEAR_BYTES], 4, name)
-        assert other["link"] in ddp_placement.BUSBW_SOURCES, name
-        assert other["alpha_source"] != "chapter 5's link table", name
-    assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, None) is None  # no GPU
-    assert ddp_placement.nccl_prediction([LINEAR_BYTES], 4, "NVIDIA RTX 9999") is None  # not in the tables
-    where = ddp_placement.placement(gpu_runs()["scaling"], H200_MACHINE)
-    largest = ddp_placement.largest_launches(gpu_runs()["scaling"], where)
-    # NCCL's prediction is said once in the answer box (backends_answer), not beside the rank counts
-    assert ddp_placement.ranks_reading(largest, where) == (
-        "These are 4 Gloo ranks taking turns on one NVIDIA H200, every bucket staged through host memory: "
-        "the all-reduce is 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step. "
-        "This measures what DDP's machinery costs on a shared GPU, not scaling."
-    )
-    reading = ddp_placement.nccl_reading(largest, where)
-    assert reading == (
-        "On 4 H200 SXM 141 GB GPUs of their own, joined by NVLink 4 through an NVSwitch (this assumes SXM "
-        "boards so joined, as in 4 of the 8 GPUs of an AWS p5en.48xlarge), NCCL's ring all-reduce of "
-        "`LinearNet`'s 48,408,880 bytes and `ConvNet`'s 1,504,800 bytes is predicted to take about 0.21 and "
-        "0.021 ms (0.17–0.28 and 0.019–0.023 ms over chapter 5's range of bus bandwidths for the link), "
-        "against 34.5 ms of `LinearNet`'s 40.0 ms step and 2.33 ms of `ConvNet`'s 40.7 ms step that Gloo "
-        "took here on one NVIDIA H200.\n\n"
-        "The prediction is the α-β ring 2(k−1)(α + nβ/k) with k = 4. "
-        "Its 1/β is nccl-tests' bus bandwidth (busbw) for the link, 370 GB/s, an NCCL maintainer's figure "
-        "for a ring over H100 SXMs' NVLink 4, its 450 GB/s line rate less about 20 % of protocol overhead, "
-        "stated rather than measured (nccl-tests issue 212, 2024-05-06): the H200 SXM has the same NVLink 4 "
-        "and NVSwitch; 8 H200s posted a peak busbw of 475 GB/s with "
-        "NVLink SHARP, near the range's top (nccl-tests issue 272, 2024-11-27). Its α, "
-        "2.41 µs per ring step, is a DGX-A100's one-channel ring all-reduce of 8 A100s, 33.7 µs, over its 14 "
-        "ring steps (nccl-tests issue 123, 2022-12-14). The range takes the busbw from 270 to 480 GB/s, "
-        "with α fixed."
-    )
-    assert "2024-07" not in reading and reading.count("(busbw)") == 1
-    assert deepest_parentheses(reading) == 1
-    cpu = ddp_placement.placement(cpu_runs()["scaling"], CPU_MACHINE)
-    assert ddp_placement.nccl_reading(ddp_placement.largest_launches(cpu_runs()["scaling"], cpu), cpu) == (
-        "This machine has no GPU to predict NCCL on; chapter 5 predicts it on GPUs for rent."
-    )
-
-
 def deepest_parentheses(text: str) -> int:
     """How deep parentheses nest in ``text``, the formula's own left out."""
     depth = deepest = 0
@@ -315,7 +250,7 @@ def chapter_sentences(runs, hardware, plan, backends):
     """Every sentence chapter 3's prose functions make of ``runs`` on ``hardware`` (its placement-bound
     ones: what ran, what the ranks share, what they measure), keyed by function."""
     where = ddp_placement.placement(runs["scaling"], hardware)
-    largest = ddp_placement.largest_launches(runs["scaling"], where)
+    largest = ddp_nccl.largest_launches(runs["scaling"], where)
     changes = {"LinearNet": {"verdict": "slower"}, "ConvNet": {"verdict": "faster"}}
     _, missing = ddp_placement.backend_statements(runs, plan, backends, where)
     devices = ["cuda:0"] * where.ranks if where.device == "cuda" else ["cpu"] * where.ranks
@@ -326,8 +261,8 @@ def chapter_sentences(runs, hardware, plan, backends):
         "ranks_intro": ddp_placement.ranks_intro(where),
         "scaling_context": ddp_placement.scaling_context(where),
         "scaling_sentence": ddp_placement.scaling_sentence(changes, where.ranks, where),
-        "ranks_reading": ddp_placement.ranks_reading(largest, where),
-        "nccl_reading": ddp_placement.nccl_reading(largest, where),
+        "ranks_reading": ddp_nccl.ranks_reading(largest, where),
+        "nccl_reading": ddp_nccl.nccl_reading(largest, where),
         "one_rank_sentence": ddp_placement.one_rank_sentence(
             ddp_placement.one_rank_rows(runs["scaling"], [])
         ),
@@ -406,7 +341,7 @@ def test_on_one_gpu_nccl_s_one_rank_is_compared_with_gloo_s_and_the_rest_said_wh
     runs = with_nccl_one_rank(gpu_runs())
     plan = plan_on(H200_MACHINE, ["nccl", "gloo"], "cuda", [1, 4])
     where = ddp_placement.placement(runs["scaling"], H200_MACHINE)
-    largest = ddp_placement.largest_launches(runs["scaling"], where)
+    largest = ddp_nccl.largest_launches(runs["scaling"], where)
     assert ddp_placement.backends_headline(runs) == "compared on one rank, not on 4"
     answer = ddp_placement.backends_answer(runs, plan, ["nccl", "gloo"], where, largest)
     # every launch alike: 5.37 / 4.32 = 1.243x, 36.1 / 34.8 = 1.037x, inside the 10 % that matters
