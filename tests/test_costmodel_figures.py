@@ -67,6 +67,11 @@ def test_the_seed_check_and_time_to_result_draw_central_lines_in_bands():
     figure = figures.plot_time_to_result(bands, "to target")
     assert fits_the_column(figure)
     assert list(figure.axes[0].lines[0].get_ydata()) == [5.0, 2.0] and len(figure.axes[0].collections) == 1
+    # 15 machines, as chapter 5 prices: past the palette's 10 colours, no two lines look alike
+    many = pd.concat([bands.assign(machine=f"machine {n}") for n in range(15)])
+    lines = figures.plot_time_to_result(many, "to target").axes[0].lines
+    looks = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
+    assert len(lines) == len(looks) == 15
 
 
 def test_loss_fits_and_step_time_validation_per_method():

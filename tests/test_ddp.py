@@ -98,8 +98,12 @@ def test_a_warm_up_that_leaves_nothing_to_time_is_refused():
     config = ddp.ddp_config(train_samples=40, global_batch_size=20, epochs=2, warmup_steps=3)
     assert ddp.planned_steps(config) == 4  # 40 // 20 = 2 steps per epoch, 2 epochs
     ddp.check_timed_steps(config)
-    with pytest.raises(ValueError, match="warmup_steps 4 leaves no timed step of the 4 steps"):
+    with pytest.raises(
+        ValueError, match="warmup_steps 4 leaves no timed step of the 4 steps that 2 epochs of 40"
+    ):
         ddp.check_timed_steps({**config, "warmup_steps": 4})
+    with pytest.raises(ValueError, match="of the 2 steps that 1 epoch of 40 clips"):
+        ddp.check_timed_steps({**config, "epochs": 1, "warmup_steps": 2})
     assert ddp.planned_steps(ddp.ddp_config(train_samples=None)) == 2 * (2700 // 50)
 
 

@@ -37,7 +37,7 @@ from helpers.dataparallel import SAMPLE_BYTES
 from helpers.launch import launch, main_backend
 from helpers.models import build_model, parameter_bytes
 from helpers.results import measured_in_rounds
-from helpers.stats import spread
+from helpers.stats import plural, spread
 from helpers.train import evaluate, make_optimizer, to_device
 from helpers.worker import prepare_rank, process_group, worker_main, write_rank_result
 
@@ -308,7 +308,8 @@ def check_timed_steps(config: dict) -> None:
     if not 0 <= config["warmup_steps"] < steps:
         raise ValueError(
             f"warmup_steps {config['warmup_steps']} leaves no timed step of the {steps} steps that "
-            f"{config['epochs']} epoch(s) of {config['train_samples'] or SPLIT_SIZES['train']} clips "
+            f"{config['epochs']} {plural(config['epochs'], 'epoch')} of "
+            f"{config['train_samples'] or SPLIT_SIZES['train']} clips "
             f"in global batches of {config['global_batch_size']} take"
         )
 

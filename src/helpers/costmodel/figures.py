@@ -21,12 +21,17 @@ def _errors(frame: pd.DataFrame, column: str) -> list:
     return [frame[column] - frame[f"{column}_low"], frame[f"{column}_high"] - frame[column]]
 
 
+LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"))  # past the palette's 10 colours, a line of another look
+
+
 def _band_lines(axis: plt.Axes, frame: pd.DataFrame, x: str, y: str, hue: str) -> None:
-    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high."""
+    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high; the
+    11th line on takes the colours again with dashes and other markers, so that no two lines look alike."""
     for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
-        rows = rows.sort_values(x)
-        axis.plot(rows[x], rows[y], marker="o", markersize=3, color=f"C{index}", label=name)
-        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=f"C{index}", alpha=0.15,
+        rows, colour = rows.sort_values(x), f"C{index % 10}"
+        style, marker = LINE_STYLES[index // 10 % len(LINE_STYLES)]
+        axis.plot(rows[x], rows[y], marker=marker, markersize=3, color=colour, linestyle=style, label=name)
+        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=colour, alpha=0.15,
                           linewidth=0)  # fmt: skip
 
 
