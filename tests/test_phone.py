@@ -91,3 +91,39 @@ def test_the_book_gets_both_layouts_and_a_phone_screen_picks_the_narrow_one():
 def test_the_widest_phone_png_keeps_the_smallest_text_at_9_px():
     # 9 pt at 100 dpi is 12.5 px; a 358 px column shows a 497 px PNG at 358 / 497 of its size: 9.0 px
     assert phone.SMALLEST_PX == 12.5 and phone.PHONE_PIXELS == 497
+
+
+def test_a_legend_drawn_again_keeps_the_plotted_markers_and_the_hidden_labels_show():
+    """The expert's findings: a phone legend built from the legend's stand-ins drew error bars as plain
+    lines; a label seaborn hides on inner panels was copied but stayed hidden."""
+    figure, axes = plotting.panel_grid(2, columns=2, sharey=True)
+    for axis in axes:
+        axis.errorbar([1, 2], [1, 2], yerr=[0.1, 0.2], fmt="o", capsize=3, label="measured")
+        axis.set_ylabel("seconds")
+    axes[1].yaxis.label.set_visible(False)  # as seaborn's grids leave an inner panel's label
+    plotting.legend_below(figure, *axes[0].get_legend_handles_labels())
+    with phone.phone_layout(figure):
+        (legend,) = figure.legends
+        drawn = legend.legend_handles[0]
+        assert not isinstance(drawn, plt.Line2D) or drawn.get_marker() == "o"  # not a bare line
+        assert axes[1].yaxis.label.get_visible() and axes[1].get_ylabel() == "seconds"
+    assert not axes[1].yaxis.label.get_visible()
+    plt.close(figure)
+
+
+def test_long_names_on_a_y_axis_wrap_and_each_column_ends_at_its_legend():
+    figure, axes = plt.subplots(2, 2, figsize=(7.5, 5))
+    names = ["the seed's 4x GTX 1080 Ti workstation", "AWS p5.48xlarge"]
+    axes[0, 0].barh(names, [1, 2])
+    for column in (0, 1):  # one legend per column, under the bottom row (chapter 4's bandwidth figure)
+        axes[1, column].plot([1, 2], [1, 2], label=f"column {column}")
+        axes[1, column].legend(loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    before = [label.get_text() for label in axes[0, 0].get_yticklabels()]
+    with phone.phone_layout(figure):
+        shown = [label.get_text() for label in axes[0, 0].get_yticklabels()]
+        assert shown == ["the seed's 4x\nGTX 1080 Ti\nworkstation", "AWS p5.48xlarge"]
+        # column by column: top left, bottom left (its legend), top right, bottom right (its legend)
+        order = [axes[0, 0], axes[1, 0], axes[0, 1], axes[1, 1]]
+        assert [axis.get_subplotspec().num1 for axis in order] == [0, 1, 2, 3]
+    assert [label.get_text() for label in axes[0, 0].get_yticklabels()] == before
+    plt.close(figure)

@@ -9,9 +9,11 @@ a ``<picture>`` whose phone source the browser picks on a narrow screen (``chapt
 from __future__ import annotations
 
 import base64
+import html
 import io
 import math
 import struct
+import textwrap
 from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
@@ -80,31 +82,67 @@ def _wrapped(text, width: float, renderer) -> str:
     return "\n".join(lines)
 
 
-def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
-    """Move the panels into one column in reading order (small multiples of more than 4 across into 2),
-    a twin axis with its host, each showing its own tick labels and axis labels (a grid shows them on its
-    outer panels only), and make the figure tall enough for each panel to keep its height."""
-    rows, columns = panels[0].get_subplotspec().get_gridspec().get_geometry()
+def _reading_order(panels: list[plt.Axes]) -> list[tuple[int, int]]:
+    """The grid's slots in the order a phone stacks them: row by row, or column by column where the
+    legends sit under the bottom row only, one per column (each column's panels then end at their legend)."""
     slots = sorted({_slot(axis) for axis in panels})
+    rows = {_slot(axis)[0] for axis in panels if axis.get_legend() is not None}
+    bottom = max(row for row, _ in slots)
+    if rows == {bottom} and len([a for a in panels if a.get_legend() is not None]) > 1:
+        return sorted(slots, key=lambda slot: (slot[1], slot[0]))
+    return slots
+
+
+def _copy_label(source, axis: plt.Axes, which: str) -> None:
+    """``source``'s text, size and visibility on ``axis``'s x or y label, where ``axis`` has none (a grid
+    names its shared axes on its outer panels only; seaborn hides the inner panels' labels)."""
+    label = getattr(axis, f"{which}axis").label
+    if not label.get_text() or not label.get_visible():
+        getattr(axis, f"set_{which}label")(source.get_text(), fontsize=source.get_fontsize())
+        label.set_visible(True)
+
+
+def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
+    """Move the panels into one column (small multiples of more than 4 across into 2) in the order
+    ``_reading_order`` gives, a twin axis with its host, each showing its own tick labels and axis labels,
+    and make the figure tall enough for each panel to keep its height."""
+    rows, columns = panels[0].get_subplotspec().get_gridspec().get_geometry()
+    slots = _reading_order(panels)
     across = 2 if columns > 4 else 1
-    row_label = {_slot(axis)[0]: axis.yaxis.label for axis in panels if axis.get_ylabel()}
-    column_label = {_slot(axis)[1]: axis.xaxis.label for axis in panels if axis.get_xlabel()}
+    shown = [axis for axis in panels if axis.yaxis.get_label_position() == "left"]  # no twin's right axis
+    row_label = {_slot(a)[0]: a.yaxis.label for a in shown if a.get_ylabel() and a.yaxis.label.get_visible()}
+    column_label = {
+        _slot(a)[1]: a.xaxis.label for a in panels if a.get_xlabel() and a.xaxis.label.get_visible()
+    }
     stack = GridSpec(math.ceil(len(slots) / across), across, figure=figure)
     for spare in _spares(figure):  # hidden, but tight_layout needs every panel in one grid
         spare.set_subplotspec(stack[0])
     for axis in panels:
         row, column = _slot(axis)
         axis.set_subplotspec(stack[slots.index((row, column))])
-        if axis.yaxis.get_label_position() == "left":
+        if axis in shown:
             axis.tick_params(axis="y", labelleft=True)
-            if not axis.get_ylabel() and row in row_label:
-                axis.set_ylabel(row_label[row].get_text(), fontsize=row_label[row].get_fontsize())
+            if row in row_label:
+                _copy_label(row_label[row], axis, "y")
         axis.tick_params(axis="x", labelbottom=True)
-        if not axis.get_xlabel() and column in column_label:
-            axis.set_xlabel(column_label[column].get_text(), fontsize=column_label[column].get_fontsize())
+        if column in column_label:
+            _copy_label(column_label[column], axis, "x")
     _, height = figure.get_size_inches()
     panel_height = max(2.4, (height - 1.0) / rows)  # about an inch of titles and legend around a grid
     figure.set_size_inches(PHONE_INCHES, 0.8 + (panel_height + 0.8) * stack.nrows)  # each its own labels
+
+
+def _wrap_categories(panels: list[plt.Axes]) -> None:
+    """A panel's y tick labels that are names (machines, not numbers) wrapped to lines of about 16
+    characters: on a phone, names a third of the width wide leave the data a sliver."""
+    for axis in panels:
+        ticks, names = axis.get_yticks(), [label.get_text() for label in axis.get_yticklabels()]
+        words = [name for name in names if name and not name.startswith("$")]  # not a typeset number
+        if words and len(words) == len([n for n in names if n]) and any(len(w) > 16 for w in words):
+            low, high = axis.get_ylim()
+            size = axis.get_yticklabels()[0].get_fontsize()
+            axis.set_yticks(ticks, [textwrap.fill(name, 16) for name in names], fontsize=size)
+            axis.set_ylim(low, high)
 
 
 def _moved_legends(figure: Figure, panels: list[plt.Axes], renderer) -> list:
@@ -119,20 +157,36 @@ def _moved_legends(figure: Figure, panels: list[plt.Axes], renderer) -> list:
     return legends if len(legends) == 1 else outside
 
 
+def _plotted_handles(figure: Figure) -> dict:
+    """``{label: artist}`` of what the panels plotted (an error bar's container, not the legend's stand-in
+    line that a legend keeps), so that a legend drawn again shows the markers and caps of the original."""
+    found: dict = {}
+    for axis in figure.axes:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    return found
+
+
 def _legends_below(figure: Figure, moved: list) -> float:
     """Each figure legend, and each of ``moved`` (panels' legends, hidden meanwhile), drawn again under the
-    panels in as many columns as fit the phone; the inches they take. The originals are kept aside,
-    untouched, for ``phone_layout`` to put back."""
+    panels from the plotted artists, in the legend's own number of columns where that fits the phone and
+    in one otherwise (a legend fills its columns top to bottom: fewer columns would regroup its entries);
+    the inches they take. The originals are kept aside, untouched, for ``phone_layout`` to put back."""
     renderer, below = figure.canvas.get_renderer(), 0.0
-    sources = [*figure.legends, *moved]
+    sources, plotted = [*figure.legends, *moved], _plotted_handles(figure)
     figure.legends.clear()
     for legend in moved:
         legend.set_visible(False)
+    inches_up = blended_transform_factory(figure.transFigure, figure.dpi_scale_trans)  # y: inches up
     for legend in sources:
-        handles, labels = legend.legend_handles, [text.get_text() for text in legend.texts]
+        labels = [text.get_text() for text in legend.texts]
+        handles = [
+            plotted.get(label, stand_in)
+            for label, stand_in in zip(labels, legend.legend_handles, strict=True)
+        ]
         title = legend.get_title().get_text() or None
         size = legend.texts[0].get_fontsize() if legend.texts else "small"
-        for across in range(max(1, len(labels)), 0, -1):
+        for across in dict.fromkeys((legend._ncols, 1)):
             phone = figure.legend(handles, labels, loc="lower center", ncol=across, frameon=False,
                                   fontsize=size, title=title, title_fontsize=size)  # fmt: skip
             if title:
@@ -140,12 +194,41 @@ def _legends_below(figure: Figure, moved: list) -> float:
             if across == 1 or phone.get_window_extent(renderer).width <= figure.bbox.width:
                 break
             phone.remove()
-        inches_up = blended_transform_factory(
-            figure.transFigure, figure.dpi_scale_trans
-        )  # y: inches from the bottom
         phone.set_bbox_to_anchor((0.5, below), transform=inches_up)
         below += phone.get_window_extent(renderer).height / figure.dpi
     return below
+
+
+def _kept(axis: plt.Axes) -> dict:
+    """What ``phone_layout`` changes on a panel, to put back."""
+    return {
+        "axis": axis, "spec": axis.get_subplotspec(), "original": axis.get_position(original=True),
+        "active": axis.get_position(), "ticks": (axis.xaxis.get_tick_params(), axis.yaxis.get_tick_params()),
+        "labels": [(label, label.get_text(), label.get_fontsize(), label.get_visible())
+                   for label in (axis.xaxis.label, axis.yaxis.label)],
+        "y": (axis.yaxis.get_major_locator(), axis.yaxis.get_major_formatter(),
+              [label.get_fontsize() for label in axis.get_yticklabels()[:1]], axis.get_ylim()),
+    }  # fmt: skip
+
+
+def _put_back(state: dict) -> None:
+    axis = state["axis"]
+    axis.set_subplotspec(state["spec"])
+    axis.set_position(state["original"], which="original")
+    axis.set_position(state["active"], which="active")
+    for label, text, size, visible in state["labels"]:
+        label.set_text(text)
+        label.set_fontsize(size)
+        label.set_visible(visible)
+    xticks, yticks = state["ticks"]
+    axis.tick_params(axis="x", labelbottom=xticks.get("labelbottom", True))
+    axis.tick_params(axis="y", labelleft=yticks.get("labelleft", True))
+    locator, formatter, sizes, limits = state["y"]
+    if axis.yaxis.get_major_locator() is not locator:  # the names were wrapped (_wrap_categories)
+        axis.yaxis.set_major_locator(locator)
+        axis.yaxis.set_major_formatter(formatter)
+        axis.tick_params(axis="y", labelsize=sizes[0])
+        axis.set_ylim(limits)
 
 
 @contextmanager
@@ -155,12 +238,7 @@ def phone_layout(figure: Figure):
     to the pixel (a figure cannot be copied: matplotlib's bar labels hold functions that pickle refuses)."""
     panels = _panels(figure)
     size, parameters = figure.get_size_inches().copy(), vars(figure.subplotpars).copy()
-    kept = [
-        (axis, axis.get_subplotspec(), axis.get_position(original=True), axis.get_position(),
-         axis.xaxis.label.get_text(), axis.yaxis.label.get_text(), axis.xaxis.label.get_fontsize(),
-         axis.yaxis.label.get_fontsize(), axis.xaxis.get_tick_params(), axis.yaxis.get_tick_params())
-        for axis in [*panels, *_spares(figure)]
-    ]  # fmt: skip
+    kept = [_kept(axis) for axis in [*panels, *_spares(figure)]]
     texts = [text for text in [figure._suptitle, *(axis.title for axis in panels)] if text is not None]
     words = [text.get_text() for text in texts]
     title_at = figure._suptitle.get_position() if figure._suptitle else None
@@ -171,6 +249,7 @@ def phone_layout(figure: Figure):
             _restack(figure, panels)
         else:
             figure.set_size_inches(PHONE_INCHES, size[1])
+        _wrap_categories(panels)
         renderer = figure.canvas.get_renderer()
         for text in texts:
             text.set_text(_wrapped(text, figure.bbox.width * 0.95, renderer))
@@ -193,14 +272,8 @@ def phone_layout(figure: Figure):
             text.set_text(original)
         figure.set_size_inches(size)
         figure.subplotpars.update(**parameters)
-        for axis, spec, original, active, xlabel, ylabel, xsize, ysize, xticks, yticks in kept:
-            axis.set_subplotspec(spec)
-            axis.set_position(original, which="original")
-            axis.set_position(active, which="active")
-            axis.set_xlabel(xlabel, fontsize=xsize)
-            axis.set_ylabel(ylabel, fontsize=ysize)
-            axis.tick_params(axis="x", labelbottom=xticks.get("labelbottom", True))
-            axis.tick_params(axis="y", labelleft=yticks.get("labelleft", True))
+        for state in kept:
+            _put_back(state)
 
 
 def picture_html(figure: Figure) -> str:
@@ -208,7 +281,7 @@ def picture_html(figure: Figure) -> str:
     wide = base64.b64encode(png(figure)).decode()
     with phone_layout(figure):
         small = base64.b64encode(png(figure)).decode()
-    title = figure._suptitle.get_text().replace("\n", " ").replace('"', "&quot;") if figure._suptitle else ""
+    title = html.escape(figure._suptitle.get_text().replace("\n", " ")) if figure._suptitle else ""
     return (
         f'<picture><source media="{PHONE_SCREEN}" srcset="data:image/png;base64,{small}">'
         f'<img src="data:image/png;base64,{wide}" alt="{title}"></picture>'
