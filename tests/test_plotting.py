@@ -318,3 +318,29 @@ def test_crowded_log_ticks_keep_their_marks_and_drop_a_label():
     shown = ["10", "20", "30", "50", "70", "100", "150", "200", "300", "400", "", "600"]
     assert plotting.spaced_labels(seed) == shown
     assert plotting.spaced_labels([8, 32, 128, 256]) == ["8", "32", "128", "256"]
+
+
+def test_a_narrow_log_axis_keeps_several_labelled_ticks():
+    """Chapter 7's WaveTransformer panel spanned 0.98 to 1.7 on a log axis: ticks at 1, 2 and 5 of each
+    decade left it one label, "1"; a wide axis keeps 1, 2 and 5."""
+    import matplotlib.pyplot as plt
+
+    figure, (narrow, wide) = plt.subplots(1, 2)
+    narrow.plot([1, 2], [0.98, 1.7])
+    wide.plot([1, 2], [0.5, 60])
+    for axis in (narrow, wide):
+        axis.set_yscale("log")
+        plotting.log_ticks(axis.yaxis)
+    figure.canvas.draw()
+
+    def shown(axis):
+        low, high = axis.get_ylim()
+        return [
+            t.get_text()
+            for t in axis.get_yticklabels()
+            if t.get_text() and low <= t.get_position()[1] <= high
+        ]
+
+    assert len(shown(narrow)) >= 3
+    assert shown(wide) == ["0.5", "1", "2", "5", "10", "20", "50"]
+    plt.close(figure)

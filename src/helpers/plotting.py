@@ -58,8 +58,11 @@ def spaced_labels(ticks: list, share: float = 1 / 16) -> list[str]:
 
 
 def log_ticks(axis) -> None:
-    """Plain numbers at 1, 2 and 5 of every decade on a log axis."""
-    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    """Plain numbers at 1, 2 and 5 of every decade on a log axis; on one spanning less than a factor of
+    4 (0.98 to 1.7, say, where 1, 2 and 5 leave one tick), at evenly spaced round numbers instead."""
+    low, high = axis.get_view_interval()
+    narrow = low > 0 and high / low < 4
+    axis.set_major_locator(MaxNLocator(nbins=4) if narrow else LogLocator(subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(PLAIN)
     axis.set_minor_formatter(NullFormatter())
 
