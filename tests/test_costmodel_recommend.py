@@ -124,8 +124,8 @@ def test_a_verdict_holds_over_the_whole_band_or_names_what_to_measure():
         }
     )
     assert recommend.verdict(mixed, "speedup", 1, "faster", "slower") == (
-        'depends on the per-op host overhead: measure it with "make gpu-check" (its LinearNet step at '
-        "batch 8 is nearly all per-op time)"
+        'depends on the per-op host overhead: measure it with "make gpu-check", which times a step of almost '
+        "nothing but per-op time (LinearNet at batch 8)"
     )
     together = scenario_rows(
         {
@@ -162,6 +162,8 @@ def test_summaries_of_the_renters_choice():
     assert recommend.headline(slow, "M", "X", 8, bands=False) == "1.25× the time for 10× the dollars"
     table = tables.prediction_table(summary.reset_index())
     assert table["speed-up (×)"].str.fullmatch(r"\S+ \(\S+–\S+\)").all()
+    batches = summary.reset_index()["global_batch"].unique()  # one global batch: said in a header
+    assert len(batches) > 1 or ("global batch" not in table and f"per-GPU batch (of {batches[0]:,})" in table)
 
 
 def test_ddp_s_first_bucket_is_1_mib_when_the_cap_is_left_unset():

@@ -88,8 +88,11 @@ def test_the_seeds_verdicts_read_by_model_and_batch():
     verdicts = pd.DataFrame({"model": ["M"], "global_batch": [20], "speedup": [0.5], "speedup_low": [0.4],
                              "speedup_high": [0.6], "faster": ["slower whatever the inputs"]})  # fmt: skip
     shown = tables.seed_verdict_display(verdicts)
-    assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower whatever the inputs"]
-    assert tables.table_notes(shown).data == ""
+    assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower"]
+    assert (
+        tables.table_notes(shown).data
+        == "- A verdict without a number holds whatever the inputs: over the whole band."
+    )
 
 
 def test_a_verdict_that_depends_reads_as_a_numbered_note_under_its_table():
@@ -101,15 +104,11 @@ def test_a_verdict_that_depends_reads_as_a_numbered_note_under_its_table():
         "dollars": ["dearer whatever the inputs", second, first, "no price to compare"],
     })  # fmt: skip
     coded = tables.depends_coded(table, ["time", "dollars"])
-    assert coded["time"].tolist() == [
-        "depends (1)",
-        "faster whatever the inputs",
-        "depends (2)",
-        "depends (1)",
-    ]
-    assert coded["dollars"].tolist() == ["dearer whatever the inputs", "depends (2)", "depends (1)",
-                                         "no price to compare"]  # fmt: skip
-    assert tables.table_notes(coded).data == f"- (1) {first}.\n- (2) {second}."
+    # a verdict over the whole band loses its "whatever the inputs", said once under the table
+    assert coded["time"].tolist() == ["depends (1)", "faster", "depends (2)", "depends (1)"]
+    assert coded["dollars"].tolist() == ["dearer", "depends (2)", "depends (1)", "no price to compare"]
+    whole = "- A verdict without a number holds whatever the inputs: over the whole band."
+    assert tables.table_notes(coded).data == f"{whole}\n- (1) {first}.\n- (2) {second}."
     assert table["time"].iloc[0] == first  # the table given is left as it was
 
 
@@ -138,6 +137,9 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     assert set(answers) <= {"yes", "no", "depends (1)", "depends (2)"} and "depends (1)" in answers
     notes = tables.table_notes(wide).data.splitlines()
     assert notes[-1].startswith("- (") and all(" depends on " in note for note in notes if "(" in note[:4])
+    # a note that names its inputs says what measures them, as the verdicts' notes do
+    named = [note for note in notes if "(" in note[:4] and "no single input decides" not in note]
+    assert named and all(": measure " in note and "make study PROFILE=gpu" in note for note in named)
     mixed = pd.concat([
         conditions.iloc[:1],
         rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25, batch=100),

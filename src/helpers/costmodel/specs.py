@@ -306,7 +306,7 @@ class Scenario:
 CENTRAL = Scenario()
 # Each uncertain input: the Scenario field it sets, its low and high values, and what measures it.
 # Plain text, no Markdown: these reach tables, where backticks would show.
-GPU_CHECK = '"make gpu-check" (its LinearNet step at batch 8 is nearly all per-op time)'
+GPU_CHECK = '"make gpu-check", which times a step of almost nothing but per-op time (LinearNet at batch 8)'
 SWEEP = 'the gpu profile\'s single-GPU sweep (chapter 1, "make study PROFILE=gpu")'
 INPUTS = {
     "matrix-product efficiency": ("matmul", COMPUTE_EFFICIENCY["matmul"].low,

@@ -49,7 +49,8 @@ def banded(
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
     """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts
-    (what a "depends (n)" depends on in ``table_notes``)."""
+    (what a "depends (n)" depends on in ``table_notes``); a global batch every row shares goes into the
+    per-GPU batch's header."""
     table = pd.DataFrame({
         "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
         "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
@@ -59,6 +60,10 @@ def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
         **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
         "no dearer?": summary["dollars"], "basis": summary["basis"],
     })  # fmt: skip
+    if summary["global_batch"].nunique() == 1:  # one global batch: said once, in a header
+        table = table.drop(columns="global batch").rename(
+            columns={"per-GPU batch": f"per-GPU batch (of {int(summary['global_batch'].iloc[0]):,})"}
+        )
     return depends_coded(table, [c for c in ("faster?", "enough?", "no dearer?") if c in table])
 
 
@@ -127,14 +132,27 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     return depends_coded(table, [enough])
 
 
+WHOLE_BAND = " whatever the inputs"  # recommend.verdict's ending where the whole band agrees
+
+
 def depends_coded(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``table`` with each "depends on …" verdict of ``columns`` shortened to "depends (n)", numbered once
-    per distinct reason across them, the reason said whole once in ``attrs["notes"]``, which
-    ``table_notes`` shows under the table: a verdict cell stays a line, not a paragraph repeated per row."""
-    reasons = list(dict.fromkeys(v for c in columns for v in table[c] if str(v).startswith("depends on ")))
+    per distinct reason across them in reading order (row by row), the reason said whole once in
+    ``attrs["notes"]``, which ``table_notes`` shows under the table; and "faster whatever the inputs"
+    shortened to "faster", with one note saying so: a verdict cell stays a word or two, not a sentence
+    repeated per row."""
+    cells = [value for row in table[columns].itertuples(index=False) for value in row]  # in reading order
+    reasons = list(dict.fromkeys(value for value in cells if str(value).startswith("depends on ")))
     codes = {reason: f"depends ({n})" for n, reason in enumerate(reasons, 1)}
-    coded = table.assign(**{c: table[c].map(lambda v: codes.get(v, v)) for c in columns})
-    coded.attrs["notes"] = [*table.attrs.get("notes", []), *(f"({n}) {r}." for n, r in enumerate(reasons, 1))]
+
+    def short(value):
+        return codes.get(value) or (value.removesuffix(WHOLE_BAND) if isinstance(value, str) else value)
+
+    coded = table.assign(**{c: table[c].map(short) for c in columns})
+    whole = [value for value in cells if isinstance(value, str) and value.endswith(WHOLE_BAND)]
+    said = ["A verdict without a number holds whatever the inputs: over the whole band."] if whole else []
+    numbered = [f"({n}) {reason}." for n, reason in enumerate(reasons, 1)]
+    coded.attrs["notes"] = [*table.attrs.get("notes", []), *said, *numbered]
     return coded
 
 
@@ -147,9 +165,14 @@ def table_notes(table: pd.DataFrame) -> Markdown:
 
 def _depends(against_data: str) -> str:
     """``rule.condition_table``'s answer where the training set may or may not hold the global batch, as
-    the note says it: "depends on …" (where no single input decides, says so)."""
+    the note says it: "depends on …: measure it with …", as the verdicts say it (where no single input
+    decides, says so)."""
     said = against_data.replace(HELD_OR_NOT, "depends on ")
-    return said + ": no single input decides" if said.endswith("the inputs together") else said
+    if said.endswith("the inputs together"):
+        return said + ": no single input decides"
+    names = [name for name in specs.INPUTS if f"the {name}" in said]
+    tools = "; ".join(dict.fromkeys(specs.INPUTS[name][3] for name in names))
+    return f"{said}: measure {'them' if len(names) > 1 else 'it'} with {tools}" if names else said
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:
