@@ -5,6 +5,7 @@ import pytest
 from test_plotting import HARDWARE, fits_the_column, title
 
 from helpers.costmodel import figures, gpus, recommend, seed
+from helpers.costmodel.configurations import BY_NAME, CONFIGURATIONS
 
 
 def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
@@ -67,11 +68,17 @@ def test_the_seed_check_and_time_to_result_draw_central_lines_in_bands():
     figure = figures.plot_time_to_result(bands, "to target")
     assert fits_the_column(figure)
     assert list(figure.axes[0].lines[0].get_ydata()) == [5.0, 2.0] and len(figure.axes[0].collections) == 1
-    # 15 machines, as chapter 5 prices: past the palette's 10 colours, no two lines look alike
-    many = pd.concat([bands.assign(machine=f"machine {n}") for n in range(15)])
+    # every machine chapter 5 prices: no two lines look alike; a GPU's machines share its colour and
+    # differ by their count's line, and two GPUs never share a colour
+    names = [configuration.name for configuration in CONFIGURATIONS]
+    many = pd.concat([bands.assign(machine=name) for name in names])
     lines = figures.plot_time_to_result(many, "to target").axes[0].lines
-    looks = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
-    assert len(lines) == len(looks) == 15
+    looks = {line.get_label(): (line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
+    assert len(set(looks.values())) == len(looks) == len(names)
+    colours = {BY_NAME[name].gpu: looks[name][0] for name in names}
+    assert all(looks[name][0] == colours[BY_NAME[name].gpu] for name in names)
+    assert len(set(colours.values())) == len(colours)
+    assert {looks[name][1] for name in names if BY_NAME[name].gpus == 8} == {":"}
 
 
 def test_loss_fits_and_step_time_validation_per_method():

@@ -10,6 +10,7 @@ import textwrap
 import pandas as pd
 from matplotlib import pyplot as plt
 
+from helpers.costmodel.configurations import BY_NAME
 from helpers.costmodel.gpus import shown_name
 from helpers.costmodel.prose import METHOD_NAMES
 from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
@@ -21,18 +22,41 @@ def _errors(frame: pd.DataFrame, column: str) -> list:
     return [frame[column] - frame[f"{column}_low"], frame[f"{column}_high"] - frame[column]]
 
 
-LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"))  # past the palette's 10 colours, a line of another look
-
-
-def _band_lines(axis: plt.Axes, frame: pd.DataFrame, x: str, y: str, hue: str) -> None:
-    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high; the
-    11th line on takes the colours again with dashes and other markers, so that no two lines look alike."""
+def _band_lines(
+    axis: plt.Axes,
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str,
+    looks: dict | None = None,
+    alpha: float = 0.15,
+) -> None:
+    """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high; its
+    colour, line style and marker from ``looks`` (``{value: (colour, style, marker)}``), else the palette's
+    colours in turn; ``alpha``: the bands' opacity (lighter where many overlap)."""
     for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
-        rows, colour = rows.sort_values(x), f"C{index % 10}"
-        style, marker = LINE_STYLES[index // 10 % len(LINE_STYLES)]
+        rows = rows.sort_values(x)
+        colour, style, marker = (looks or {}).get(name, (f"C{index}", "-", "o"))
         axis.plot(rows[x], rows[y], marker=marker, markersize=3, color=colour, linestyle=style, label=name)
-        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=colour, alpha=0.15,
+        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=colour, alpha=alpha,
                           linewidth=0)  # fmt: skip
+
+
+# A machine drawn by what it is: its GPU's colour, and a line of its GPU count's look.
+COUNT_LOOKS = {1: ("-", "o"), 2: ("-.", "D"), 4: ("--", "s"), 8: (":", "^")}
+
+
+def machine_looks(machines) -> dict[str, tuple[str, str, str]]:
+    """``{machine: (colour, line style, marker)}``: one colour per GPU kind, in the order the machines
+    come, and a line style and marker per GPU count, so that 15 machines read without a colour repeated
+    for two different GPUs, and two machines of one GPU differ by their count's line (a machine not in
+    chapter 5's tables is a kind of its own, of one GPU)."""
+    kinds = {m: (BY_NAME[m].gpu, BY_NAME[m].gpus) if m in BY_NAME else (m, 1) for m in machines}
+    colours = list(dict.fromkeys(gpu for gpu, _ in kinds.values()))
+    return {
+        m: (f"C{colours.index(gpu) % 10}", *COUNT_LOOKS.get(count, ("-", "o")))
+        for m, (gpu, count) in kinds.items()
+    }
 
 
 def _shared_legend(figure: plt.Figure, axes, title: str | None = None, columns: int = 3) -> None:
@@ -194,9 +218,11 @@ def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
 
 
 def plot_time_to_result(bands: pd.DataFrame, what: str) -> plt.Figure:
-    """Seconds to the target against the global batch, one line per machine with its band, log-log."""
+    """Seconds to the target against the global batch, one line per machine with its band, log-log; each
+    machine coloured by its GPU and drawn in its GPU count's line (``machine_looks``)."""
     figure, axis = plt.subplots(figsize=(COLUMN_INCHES, 4.0))
-    _band_lines(axis, bands, "global_batch", "seconds_to_target", "machine")
+    looks = machine_looks(dict.fromkeys(bands["machine"]))
+    _band_lines(axis, bands, "global_batch", "seconds_to_target", "machine", looks, alpha=0.06)
     plain_log_axes(axis, sorted(bands["global_batch"].unique()))
     axis.set(xlabel="global batch (at most the 2,700 training clips)", ylabel="seconds to the target loss")
     figure = titled(figure, what, "PREDICTIONS")
