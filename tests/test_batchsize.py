@@ -268,8 +268,8 @@ def test_the_batch_answer_places_each_knee():
     fits = {"fixed": {"s_min": 56.0, "b_crit": 61.4, "e_min": 3438.0},
             "linear": {"s_min": 15.0, "b_crit": math.inf, "e_min": 3800.0}}  # fmt: skip
     assert batchsize.batch_answer(fits, [8, 256]) == (
-        "Fitted to the steps to the target, the fixed rate's knee is at B ≈ 61, inside the measured range "
-        "(8–256); the linear rate has no floor: the steps kept falling in proportion up to the largest "
+        "Fitted to the steps to the target, the fixed rate's knee is at \\(B\\) ≈ 61, inside the measured "
+        "range (8–256); the linear rate has no floor: the steps kept falling in proportion up to the largest "
         "batch measured (256)."
     )
     # two seeds: fewest 70/40/30 and most 90/50/30 steps at 8/32/128; the knee E_min/S_min of each fit
@@ -278,7 +278,8 @@ def test_the_batch_answer_places_each_knee():
     knees = sorted(f["b_crit"] for f in batchsize.seed_envelope_fits(table, "fixed").values())
     said = batchsize.batch_answer(fits, [8, 256], rules=("fixed",), table=table)
     assert (
-        f"knee is at B ≈ 61 ({knees[0]:,.0f} to {knees[1]:,.0f} refitted to each batch's fewest and " in said
+        f"knee is at \\(B\\) ≈ 61 ({knees[0]:,.0f} to {knees[1]:,.0f} refitted to each batch's fewest and "
+        in said
     )
     assert "the linear rate took fewer than three batches" in batchsize.batch_answer(fits | {"linear": None},
                                                                                       [8, 256])  # fmt: skip

@@ -92,11 +92,11 @@ def test_k_ranks_agree_with_one_process_step_by_step_in_the_table():
     table = ddp_results.exact_parity_table(parity_runs(1.00001), 2)
     assert table.loc["ConvNet"].to_dict() == {
         "ranks": 2, "steps compared": 2, "within 1e-4 (relative)": True,
-        "largest relative difference": "1.0e-05",
+        "largest relative difference": "1.0 × 10⁻⁵",
     }  # fmt: skip
     assert ddp_results.parity_sentence(parity_runs(1.00001), 2) == (
-        "2 ranks follow one process's loss at every step, within 1.0e-05 relative: float32 rounding of sums "
-        "taken in another order."
+        "2 ranks follow one process's loss at every step, within 1.0 × 10⁻⁵ relative: float32 rounding of "
+        "sums taken in another order."
     )
     identical = ddp_results.exact_parity_table(parity_runs(1.0), 2)
     assert identical.loc["ConvNet", "largest relative difference"] == "0 (identical)"
@@ -104,7 +104,7 @@ def test_k_ranks_agree_with_one_process_step_by_step_in_the_table():
         "2 ranks reproduce one process's loss exactly, at every step."
     )
     assert ddp_results.parity_sentence(parity_runs(1.001), 2).startswith(
-        "2 ranks drift from one process's loss by up to 1.0e-03 relative, more than float32 rounding"
+        "2 ranks drift from one process's loss by up to 0.0010 relative, more than float32 rounding"
     )
     assert ddp_results.relative_difference(0.0) == "0 (identical)"
 
@@ -130,7 +130,7 @@ def test_the_learning_check_holds_the_gaps_against_the_seeds_spread():
     assert check["rounding_loss"] == pytest.approx(0.01)
     assert check["learns"] and check["lowest_margin"] == pytest.approx(0.25)  # 0.50 - 0.25
     assert check["clips"] == 40
-    assert check["table"].loc[0, "bf16 loss difference (relative)"] == "1.0e-02"
+    assert check["table"].loc[0, "bf16 loss difference (relative)"] == "0.010"
     assert check["table"].loc[1, "bf16 loss difference (relative)"] == "0 (identical)"
     assert check["table"].loc[1].to_dict() == {
         "commonest digit's share (%)": "30.00", "accuracy, 1 rank (%)": "70.00",
@@ -154,10 +154,10 @@ def test_the_learning_check_holds_the_gaps_against_the_seeds_spread():
     assert ddp_results.rounding_sentence(check, 2, "ConvNet") == (
         "With bf16-compressed gradients the 2 ranks' training accuracy was within 5.00 points of "
         "uncompressed float32's on every seed (2 clips of the 40; bf16 less float32: seed 0 −5.00, seed 1 "
-        "+2.50), and their loss within 1.0e-02 relative of the uncompressed run's at every step, beyond "
-        "the 1e-4 that float32's reordered sums stay within: the rounding did change the training. The bf16 "
-        "runs were below float32 on 1 of the 2 seeds, by 5.00 points (2 clips), and level with or above it "
-        "on the others; runs this short cannot say what the rounding would cost a full training."
+        "+2.50), and their loss within 0.010 relative of the uncompressed run's at every step, beyond "
+        "the 1 × 10⁻⁴ that float32's reordered sums stay within: the rounding did change the training. The "
+        "bf16 runs were below float32 on 1 of the 2 seeds, by 5.00 points (2 clips), and level with or above "
+        "it on the others; runs this short cannot say what the rounding would cost a full training."
     )
     assert (
         ddp_results.rounding_sentence(ddp_results.learning_check(parity, [], {0: 0.25, 1: 0.3}, 2), 2, "C")
@@ -194,7 +194,7 @@ def test_the_learning_check_holds_the_gaps_against_the_seeds_spread():
         "accuracy (2.50 points): a cost these runs show; runs this short cannot say what the rounding would "
         "cost a full training."
     )
-    assert "inside the 1e-4 that float32's reordered sums stay within." in (
+    assert "inside the 1 × 10⁻⁴ that float32's reordered sums stay within." in (
         ddp_results.rounding_sentence(costly, 2, "ConvNet")
     )
     near_chance = ddp_results.learning_check(parity[:2], [], {0: 0.45}, 2)
@@ -257,10 +257,10 @@ def test_a_model_short_of_learning_is_said_with_every_seed_s_margin_not_the_lowe
     assert ddp_results.rounding_sentence(check, 4, "ConvNet") == (
         "With bf16-compressed gradients the 4 ranks' training accuracy was within 0.41 points of "
         "uncompressed float32's on every seed (11 clips of the 2,700; bf16 less float32: seed 0 +0.04, "
-        "seed 1 +0.41, seed 2 −0.04), and their loss within 5.2e-03 relative of the uncompressed run's at "
-        "every step, beyond the 1e-4 that float32's reordered sums stay within: the rounding did change the "
-        "training. The bf16 runs were below float32 on 1 of the 3 seeds, by 0.04 points (1 clip), and level "
-        "with or above it on the others; with `ConvNet` not shown to learn in runs this short (above), "
+        "seed 1 +0.41, seed 2 −0.04), and their loss within 0.0052 relative of the uncompressed run's at "
+        "every step, beyond the 1 × 10⁻⁴ that float32's reordered sums stay within: the rounding did change "
+        "the training. The bf16 runs were below float32 on 1 of the 3 seeds, by 0.04 points (1 clip), and "
+        "level with or above it on the others; with `ConvNet` not shown to learn in runs this short (above), "
         "accuracy cannot resolve a cost of the rounding either way, and the loss difference is what these "
         "runs show."
     )

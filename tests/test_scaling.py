@@ -247,3 +247,17 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     )
     stamped = {"ddp": pairs(["2026-11-26T15:52:00+00:00"], "r"), "accumulation": pairs(["x"], "r")}
     assert scaling.rounds_note(stamped) == ""
+
+
+def test_the_parity_table_reads_optimizers_by_name_and_numbers_as_written():
+    """Issue 38, 6: the table showed "sgd" and "3.15e-01"."""
+    parities = {
+        "sgd": {"largest_difference": 0.0, "largest_change": 3.9e-4, "largest_weight": 0.315},
+        "adam": {"largest_difference": 4.0e-3, "largest_change": 1.0e-3, "largest_weight": 0.5},
+    }
+    table = scaling.parity_table(parities)
+    assert table.loc["adam", "difference / move"] == 4.0  # 4.0e-3 / 1.0e-3
+    shown = scaling.parity_view(table)
+    assert list(shown.index) == ["SGD", "Adam"]
+    assert shown.loc["SGD"].tolist() == ["0", "3.9 × 10⁻⁴", "0.32", "0"]
+    assert shown.loc["Adam", "largest weight difference"] == "0.0040"

@@ -84,6 +84,10 @@ def test_checks_of_a_launch_say_where_it_differs():
     assert runs.traffic_check([ddp])["as expected"].tolist() == [True]
     parity = runs.loss_parity([ddp, fsdp]).set_index("strategy")
     assert parity.loc["fsdp", "largest loss difference"] == pytest.approx(0.05)
+    # for reading (issue 38, 6): strategies by name and numbers as written, never "fsdp" or "0.0e+00"
+    shown = runs.loss_parity_view(runs.loss_parity([ddp, fsdp]))
+    assert shown["largest loss difference"].tolist() == ["0", "0.050"]
+    assert [strategy for _, strategy in shown.index] == ["DDP", "FSDP"]
     assert runs.step_time_table([ddp]).iloc[0]["step median s"] == 2.0
 
 

@@ -146,7 +146,7 @@ def test_an_interval_end_near_the_edge_of_what_matters_gets_a_third_digit():
 
 
 def test_an_agreement_reads_exactly_where_nothing_differs():
-    assert stats.agreement(0.0) == "exactly" and stats.agreement(1.234e-7) == "to within 1.2e-07"
+    assert stats.agreement(0.0) == "exactly" and stats.agreement(1.234e-7) == "to within 1.2 × 10⁻⁷"
 
 
 def test_a_ratio_below_one_is_the_time_taken_whatever_the_verdict():
@@ -191,3 +191,10 @@ def test_a_ratio_s_figures_read_as_describe_speedup_prints_them():
 def test_a_speed_up_beside_its_interval_has_the_interval_s_decimals():
     assert stats.point_text(1.0166, 1.016, 1.018, "faster") == "1.017"  # beside 1.016–1.018×, not 1.02
     assert stats.point_text(2.0, 1.81, 2.21) == "2.00"
+
+
+def test_a_tiny_or_huge_number_reads_as_a_power_of_ten_and_an_ordinary_one_plainly():
+    assert stats.scientific(4.7e-10) == "4.7 × 10⁻¹⁰" and stats.scientific(3.9e-4) == "3.9 × 10⁻⁴"
+    assert stats.scientific(0.0052) == "0.0052" and stats.scientific(0.315, 3) == "0.315"
+    assert stats.scientific(1234.5) == "1,200" and stats.scientific(2.5e6) == "2.5 × 10⁶"
+    assert stats.scientific(0) == "0" and stats.scientific(1e-5, 1) == "1 × 10⁻⁵"

@@ -533,7 +533,7 @@ def _knee(fit: dict | None, rule: str, batches, envelope: dict | None = None) ->
         knees = sorted(f["b_crit"] for f in envelope.values())
         words = ["no floor" if not math.isfinite(k) else f"{k:,.0f}" for k in knees]
         spread = f" ({words[0]} to {words[1]} refitted to each batch's fewest and most steps over seeds)"
-    return (f"the {rule} rate's knee is at B ≈ {fit['b_crit']:,.0f}{spread}, "
+    return (f"the {rule} rate's knee is at \\(B\\) ≈ {fit['b_crit']:,.0f}{spread}, "
             f"{fit_position(fit['b_crit'], batches)}")  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from helpers.stats import (
     launch_speedup,
     ms,
     plural,
+    scientific,
     significant,
     whole_percent,
     within_matters,
@@ -67,8 +68,8 @@ def in_ms(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def relative_difference(value: float) -> str:
-    """A relative loss difference in a table: ``1.2e-06``, or ``0 (identical)`` where nothing differs."""
-    return "0 (identical)" if value == 0 else f"{value:.1e}"
+    """A relative loss difference in a table: ``1.2 × 10⁻⁶``, or ``0 (identical)`` where nothing differs."""
+    return "0 (identical)" if value == 0 else scientific(value)
 
 
 def interval_note(launches: int) -> str:
@@ -258,12 +259,13 @@ def parity_sentence(runs: list[tuple[dict, dict]], ranks: int, backend: str | No
         return f"{ranks} ranks reproduce one process's loss exactly, at every step."
     if worst < PARITY_THRESHOLD:
         return (
-            f"{ranks} ranks follow one process's loss at every step, within {worst:.1e} relative: float32 "
-            "rounding of sums taken in another order."
+            f"{ranks} ranks follow one process's loss at every step, within {scientific(worst)} relative: "
+            "float32 rounding of sums taken in another order."
         )
     return (
-        f"{ranks} ranks drift from one process's loss by up to {worst:.1e} relative, more than float32 "
-        f"rounding explains (below {PARITY_THRESHOLD:g}): they do not compute the same steps."
+        f"{ranks} ranks drift from one process's loss by up to {scientific(worst)} relative, more than "
+        f"float32 rounding explains (below {scientific(PARITY_THRESHOLD, 1)}): they do not compute the same "
+        "steps."
     )
 
 
@@ -431,17 +433,18 @@ def rounding_sentence(check: dict, ranks: int, model: str) -> str:
                 f"was within {largest * 100:.2f} points of uncompressed float32's on every seed "
                 f"({_clips(largest, clips)} of the {clips:,}; {name} less float32: {each})"
             )
-        threshold = (
-            f"the {PARITY_THRESHOLD:.0e}".replace("e-0", "e-") + " that float32's reordered sums stay within"
-        )
+        threshold = f"the {scientific(PARITY_THRESHOLD, 1)} that float32's reordered sums stay within"
         if loss == 0:
             lossy = "identical to the uncompressed run's at every step"
         elif loss < PARITY_THRESHOLD:
-            lossy = f"within {loss:.1e} relative of the uncompressed run's at every step, inside {threshold}"
+            lossy = (
+                f"within {scientific(loss)} relative of the uncompressed run's at every step, inside "
+                f"{threshold}"
+            )
         else:
             lossy = (
-                f"within {loss:.1e} relative of the uncompressed run's at every step, beyond {threshold}: "
-                "the rounding did change the training"
+                f"within {scientific(loss)} relative of the uncompressed run's at every step, beyond "
+                f"{threshold}: the rounding did change the training"
             )
         sentences.append(f"With {name}-compressed gradients the {ranks} ranks' training accuracy {accuracy}, "
                          f"and their loss {lossy}.")  # fmt: skip

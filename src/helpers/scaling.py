@@ -46,6 +46,7 @@ from helpers.stats import (
     launch_speedup,
     ms,
     point_text,
+    scientific,
     verdict_words,
 )
 from helpers.train import Timer, check_positive, make_optimizer, to_device
@@ -489,3 +490,24 @@ def accumulation_sentences(table: pd.DataFrame, k: int, lead: str = "For") -> st
         start = lead if not sentences else "For"
         sentences.append(f"{start} {model}, against {k} accumulated micro-batches, " + "; ".join(parts) + ".")
     return " ".join(sentences)
+
+
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam"}
+
+
+def parity_table(parities: dict) -> pd.DataFrame:
+    """Per optimizer (``stored_accumulation_parity``'s results, keyed by optimizer): the largest weight
+    difference between k micro-batches and k ranks, the largest move of a weight, the largest weight, and
+    the difference over the move."""
+    table = pd.DataFrame(parities).T[["largest_difference", "largest_change", "largest_weight"]].astype(float)
+    table["difference / move"] = table["largest_difference"] / table["largest_change"]
+    table.index.name = "optimizer"
+    return table
+
+
+def parity_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``parity_table`` for reading: optimizers by name, every number as a reader writes it (0, 0.0040,
+    3.9 × 10⁻⁴: ``stats.scientific``)."""
+    columns = {"largest_difference": "largest weight difference",
+               "largest_change": "largest move of a weight", "largest_weight": "largest weight"}  # fmt: skip
+    return table.rename(index=OPTIMIZER_NAMES, columns=columns).map(scientific)

@@ -172,10 +172,24 @@ def significant(value: float, digits: int = 3) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def scientific(value: float, digits: int = 2) -> str:
+    """A number as a reader writes it, to ``digits`` significant digits: plain from 0.001 to 9,999
+    ("0.0052"), a power of ten beyond ("4.7 × 10⁻¹⁰", never "4.7e-10"); 0 as "0"."""
+    if value == 0:
+        return "0"
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    if -3 <= int(exponent) < 4:
+        return significant(value, digits)
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
 def agreement(difference: float) -> str:
     """How closely two runs agree, for a sentence: "exactly" where the largest difference is 0 (not "to
-    within 0.0e+00"), else "to within 1.2e-07"."""
-    return "exactly" if difference == 0 else f"to within {difference:.1e}"
+    within 0.0e+00"), else "to within 1.2 × 10⁻⁷" (``scientific``)."""
+    return "exactly" if difference == 0 else f"to within {scientific(difference)}"
 
 
 def ms(seconds: float) -> str:

@@ -42,6 +42,7 @@ from helpers.stats import (
     launch_speedup,
     ms,
     point_text,
+    scientific,
     spread,
     verdict_words,
 )
@@ -361,6 +362,16 @@ def loss_parity(records: list[dict]) -> pd.DataFrame:
         difference = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
         rows.append({**labels(config), "steps": len(losses), "largest loss difference": difference})
     return pd.DataFrame(rows)
+
+
+def loss_parity_view(parity: pd.DataFrame) -> pd.DataFrame:
+    """``loss_parity`` for reading: strategies by name, the difference as a reader writes it ("0", or
+    "1.2 × 10⁻⁷": ``stats.scientific``), by model and strategy."""
+    shown = parity.drop(columns="ranks").assign(
+        strategy=parity["strategy"].map(STRATEGY_NAMES),
+        **{"largest loss difference": parity["largest loss difference"].map(scientific)},
+    )
+    return shown.set_index(["model", "strategy"])
 
 
 def step_time_table(records: list[dict]) -> pd.DataFrame:
