@@ -164,7 +164,10 @@ const scroller = e => {
 return [...document.querySelectorAll('article pre, article table, article img')].filter(e => {
   const box = e.tagName === 'TABLE' && scroller(e) ? scroller(e) : e;
   const foldedScroller = e.closest('details') && getComputedStyle(e).overflowX === 'auto';
-  return (box === e && !foldedScroller && e.scrollWidth > e.clientWidth + 1)
+  // on a phone code keeps its lines and scrolls sideways (wrapped, it broke identifiers mid-name)
+  const codeScroller = e.closest('.cell_input') && getComputedStyle(e).whiteSpace === 'pre'
+    && getComputedStyle(e).overflowX === 'auto';
+  return (box === e && !foldedScroller && !codeScroller && e.scrollWidth > e.clientWidth + 1)
     || box.getBoundingClientRect().right > right;
 }).map(e => e.tagName + ': ' + e.innerText.slice(0, 80));
 """
@@ -333,11 +336,14 @@ const formulas = [...article.querySelectorAll('mjx-container[display="true"]')]
 const figures = [...article.querySelectorAll('.cell_output img')].filter(i => i.complete && i.naturalWidth)
   .map(i => i.clientWidth / i.naturalWidth * arguments[6]).filter(px => px < arguments[5] - 0.05)
   .map(px => px.toFixed(1));
+// on a phone code scrolls sideways rather than wrap (wrapped, a long line broke identifiers mid-name)
+const wrapped_code = screen < 600 ? [...article.querySelectorAll('.cell_input pre')]
+  .filter(p => getComputedStyle(p).whiteSpace !== 'pre').map(p => p.innerText.slice(0, 40)) : [];
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
   .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
 return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider, bullets, unlabelled,
-        formulas, figures,
+        formulas, figures, wrapped_code,
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
@@ -386,6 +392,7 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
         f"{page} at {width} px: scrolls sideways unlabelled: {found['unlabelled']}"
     )
     assert not found["formulas"], f"{page} at {width} px: formulas wider than the column {found['formulas']}"
+    assert not found["wrapped_code"], f"{page} at {width} px: code wraps {found['wrapped_code'][:2]}"
     assert not found["figures"], (
         f"{page} at {width} px: figures whose smallest text shows at {found['figures']} px"
     )

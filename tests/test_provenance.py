@@ -57,11 +57,9 @@ def test_page_lists_each_chapter_and_machine(tmp_path, monkeypatch):
     nbformat.write(executed, tmp_path / "book" / "chapters" / "01_a.ipynb")
     page = provenance.write_provenance_page().read_text()
     identifier = short_hash(HARDWARE)
-    assert (
-        "| 01_a | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon "
-        f"(`{short_hash(HARDWARE)}`) | — | on the machine that measured it | 2026-11-22 03:00 "
-        "| 321.5 s | — |"
-    ) in page
+    # two tables, each narrow enough for the column: what a chapter shows, then how its page was made
+    assert f"| 01_a | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB) (`{short_hash(HARDWARE)}`) | — |" in page
+    assert "| 01_a | on the machine that measured it | 2026-11-22 03:00 | 321.5 s | — |" in page
     assert f"(`{identifier}`)" in page and f"### Machine `{identifier}`" in page
     assert "| 02_b | not executed yet |" in page
     edition = (tmp_path / "book" / "edition.md").read_text()
@@ -171,10 +169,8 @@ def test_the_book_shows_each_chapters_gpu_edition_where_one_was_executed(tmp_pat
         "2026-11-26, executed from the stored records, on 2-core Test EPYC, no GPU." in note
     )
     page = (tmp_path / "book" / "provenance.md").read_text()
-    assert (
-        "| 02_b | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB); 16-core Test Xeon (`h200`) | "
-        "2026-11-26 | from the stored records, on 2-core Test EPYC, no GPU |" in page
-    )
+    assert "| 02_b | GPU edition (`gpu`) | 1x NVIDIA H200 (140 GiB) (`h200`) | 2026-11-26 |" in page
+    assert "| 02_b | from the stored records, on 2-core Test EPYC, no GPU |" in page
 
 
 def test_each_machine_shows_how_far_its_speed_moved_across_its_records(tmp_path, monkeypatch):

@@ -333,22 +333,33 @@ def minute(timestamp: str | None) -> str:
     return timestamp[:16].replace("T", " ") if timestamp else "?"
 
 
+def _short_machine(hardware: dict) -> str:
+    """A machine as the chapters table names it: its GPUs, or its CPU where it has none ("1x NVIDIA H200
+    (140 GiB)"; "2-core AMD EPYC, no GPU"); the Machines section below describes it in full."""
+    return describe(hardware).split(";")[0]
+
+
 def provenance_page() -> str:
-    """The Markdown of ``book/provenance.md``, from the executed chapters' metadata."""
-    rows, machines = [], {}
+    """The Markdown of ``book/provenance.md``, from the executed chapters' metadata: what each chapter
+    shows and where it was measured, then how each page was made, two tables narrow enough for the column
+    (one of eight columns scrolled its machines out of view)."""
+    shows, made, machines = [], [], {}
     for path, study in chapter_studies():
         if not study:
-            rows.append(f"| {path.stem} | not executed yet | | | | | | |")
+            shows.append(f"| {path.stem} | not executed yet | | |")
+            made.append(f"| {path.stem} | not executed yet | | | |")
             continue
         identifier, hardware = machine_of(study)
         if hardware:
             machines.setdefault(identifier, hardware)
         profile = study.get("profile", "?")
-        rows.append(
+        shows.append(
             f"| {path.stem} | {edition_name(profile)} (`{profile}`) | "
-            f"{describe(hardware) if hardware else '?'} (`{identifier}`) | {measured_when(study)} | "
-            f"{executed_where(study)} | {minute(study.get('finished_at'))} | {study.get('seconds', '?')} s | "
-            f"{fresh_seconds(profile, identifier, path.stem)} |"
+            f"{_short_machine(hardware) if hardware else '?'} (`{identifier}`) | {measured_when(study)} |"
+        )
+        made.append(
+            f"| {path.stem} | {executed_where(study)} | {minute(study.get('finished_at'))} | "
+            f"{study.get('seconds', '?')} s | {fresh_seconds(profile, identifier, path.stem)} |"
         )
     lines = [
         "# Provenance",
@@ -362,15 +373,21 @@ def provenance_page() -> str:
         "",
         "Each chapter shows one edition: the GPU edition where one was executed, else the CPU edition",
         "(`python -m helpers.provenance --edition cpu` builds the other). *measured on* is the machine whose",
-        "records the chapter shows, and *records measured* the days they were measured; a chapter executed",
-        "*from its stored records* ran on another machine and measured nothing. *duration* is the executed",
-        "notebook's own run, which reuses finished records; *fresh* is the last run on the measuring machine",
-        "that measured everything anew (what a first run on such a machine costs).",
+        "records the chapter shows (the Machines section below describes each in full), and *records",
+        "measured* the days they were measured.",
         "",
-        "| chapter | edition | measured on | records measured (UTC) | executed | finished (UTC) | duration "
-        "| fresh |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows,
+        "| chapter | edition | measured on | records measured (UTC) |",
+        "| --- | --- | --- | --- |",
+        *shows,
+        "",
+        "A chapter executed *from the stored records* ran on another machine and measured nothing.",
+        "*duration* is the executed notebook's own run, which reuses finished records; *fresh* is the last",
+        "run on the measuring machine that measured everything anew (what a first run on such a machine",
+        "costs).",
+        "",
+        "| chapter | executed | finished (UTC) | duration | fresh |",
+        "| --- | --- | --- | --- | --- |",
+        *made,
         "",
         "## Machines",
         "",
