@@ -326,7 +326,8 @@ def test_a_narrow_log_axis_keeps_several_labelled_ticks():
     import matplotlib.pyplot as plt
 
     figure, (narrow, wide) = plt.subplots(1, 2)
-    narrow.plot([1, 2], [0.98, 1.7])
+    narrow.plot([1, 2], [1.0, 1.5])
+    narrow.set_ylim(1.0, 1.5)  # ends on round ticks, as chapter 7's 0.0125
     wide.plot([1, 2], [0.5, 60])
     for axis in (narrow, wide):
         axis.set_yscale("log")
@@ -342,5 +343,7 @@ def test_a_narrow_log_axis_keeps_several_labelled_ticks():
         ]
 
     assert len(shown(narrow)) >= 3
+    low, high = narrow.get_ylim()  # none on the frame, where its gridline doubles the edge
+    assert all(low * 1.01 < tick < high / 1.01 for tick in narrow.get_yticks() if low <= tick <= high)
     assert shown(wide) == ["0.5", "1", "2", "5", "10", "20", "50"]
     plt.close(figure)

@@ -57,12 +57,23 @@ def spaced_labels(ticks: list, share: float = 1 / 16) -> list[str]:
     return labels
 
 
+class InsideTicks(MaxNLocator):
+    """Evenly spaced round ticks on a narrow log axis, less any within 3 % of its span (in log terms) of an
+    end, where a tick would sit on the frame and its label hang past it."""
+
+    def __call__(self):
+        low, high = sorted(self.axis.get_view_interval())
+        margin = 0.03 * math.log(high / low)
+        ticks = super().__call__()
+        return [t for t in ticks if t > 0 and math.log(t / low) > margin and math.log(high / t) > margin]
+
+
 def log_ticks(axis) -> None:
     """Plain numbers at 1, 2 and 5 of every decade on a log axis; on one spanning less than a factor of
-    4 (0.98 to 1.7, say, where 1, 2 and 5 leave one tick), at evenly spaced round numbers instead."""
+    4 (0.98 to 1.7, say, where 1, 2 and 5 leave one tick), at evenly spaced round numbers inside its ends."""
     low, high = axis.get_view_interval()
     narrow = low > 0 and high / low < 4
-    axis.set_major_locator(MaxNLocator(nbins=4) if narrow else LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_locator(InsideTicks(nbins=4) if narrow else LogLocator(subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(PLAIN)
     axis.set_minor_formatter(NullFormatter())
 
