@@ -127,3 +127,16 @@ def test_long_names_on_a_y_axis_wrap_and_each_column_ends_at_its_legend():
         assert [axis.get_subplotspec().num1 for axis in order] == [0, 1, 2, 3]
     assert [label.get_text() for label in axes[0, 0].get_yticklabels()] == before
     plt.close(figure)
+
+
+def test_a_one_column_stack_shows_its_shared_x_axis_on_every_panel():
+    """Chapter 5's speed-up figure: two panels sharing x, labelled only at the bottom, a screen below the
+    first panel on a phone."""
+    figure, axes = plotting.panel_grid(2, columns=1, sharex=True)
+    for axis in axes:
+        axis.plot([1, 2], [1, 2])
+    axes[1].set_xlabel("speed-up over one GPU (×)")
+    with phone.phone_layout(figure):
+        assert axes[0].xaxis.get_tick_params()["labelbottom"] and axes[0].get_xlabel() == axes[1].get_xlabel()
+    assert not axes[0].xaxis.get_tick_params()["labelbottom"] and axes[0].get_xlabel() == ""
+    plt.close(figure)

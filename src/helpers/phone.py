@@ -102,24 +102,16 @@ def _copy_label(source, axis: plt.Axes, which: str) -> None:
         label.set_visible(True)
 
 
-def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
-    """Move the panels into one column (small multiples of more than 4 across into 2) in the order
-    ``_reading_order`` gives, a twin axis with its host, each showing its own tick labels and axis labels,
-    and make the figure tall enough for each panel to keep its height."""
-    rows, columns = panels[0].get_subplotspec().get_gridspec().get_geometry()
-    slots = _reading_order(panels)
-    across = 2 if columns > 4 else 1
+def _own_labels(panels: list[plt.Axes]) -> None:
+    """Every panel with its own tick labels and axis labels: a grid shows them on its outer panels only,
+    which on a phone can be a screen away."""
     shown = [axis for axis in panels if axis.yaxis.get_label_position() == "left"]  # no twin's right axis
     row_label = {_slot(a)[0]: a.yaxis.label for a in shown if a.get_ylabel() and a.yaxis.label.get_visible()}
     column_label = {
         _slot(a)[1]: a.xaxis.label for a in panels if a.get_xlabel() and a.xaxis.label.get_visible()
     }
-    stack = GridSpec(math.ceil(len(slots) / across), across, figure=figure)
-    for spare in _spares(figure):  # hidden, but tight_layout needs every panel in one grid
-        spare.set_subplotspec(stack[0])
     for axis in panels:
         row, column = _slot(axis)
-        axis.set_subplotspec(stack[slots.index((row, column))])
         if axis in shown:
             axis.tick_params(axis="y", labelleft=True)
             if row in row_label:
@@ -127,6 +119,21 @@ def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
         axis.tick_params(axis="x", labelbottom=True)
         if column in column_label:
             _copy_label(column_label[column], axis, "x")
+
+
+def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
+    """Move the panels into one column (small multiples of more than 4 across into 2) in the order
+    ``_reading_order`` gives, a twin axis with its host, each with its own labels (``_own_labels``), and
+    make the figure tall enough for each panel to keep its height."""
+    rows, columns = panels[0].get_subplotspec().get_gridspec().get_geometry()
+    slots = _reading_order(panels)
+    across = 2 if columns > 4 else 1
+    stack = GridSpec(math.ceil(len(slots) / across), across, figure=figure)
+    for spare in _spares(figure):  # hidden, but tight_layout needs every panel in one grid
+        spare.set_subplotspec(stack[0])
+    _own_labels(panels)
+    for axis in panels:
+        axis.set_subplotspec(stack[slots.index(_slot(axis))])
     _, height = figure.get_size_inches()
     panel_height = max(2.4, (height - 1.0) / rows)  # about an inch of titles and legend around a grid
     figure.set_size_inches(PHONE_INCHES, 0.8 + (panel_height + 0.8) * stack.nrows)  # each its own labels
@@ -249,6 +256,7 @@ def phone_layout(figure: Figure):
             _restack(figure, panels)
         else:
             figure.set_size_inches(PHONE_INCHES, size[1])
+            _own_labels(panels)
         _wrap_categories(panels)
         renderer = figure.canvas.get_renderer()
         for text in texts:
