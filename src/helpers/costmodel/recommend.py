@@ -382,17 +382,16 @@ def verdict(rows: pd.DataFrame, column: str, threshold: float, above: str, below
     if values.max() < threshold * (1 - 1e-9):
         return f"{below} whatever the inputs"
     names = depends_on(rows, column, threshold)
-    if not names:
+    together = not names  # no input alone carries it across: the two that move it most, together
+    if together:
         swing = {name: np.ptp(rows.loc[rows["scenario"].str.startswith(name + ":"), column])
                  for name in INPUTS if (rows["scenario"].str.startswith(name + ":")).any()}  # fmt: skip
         names = sorted(swing, key=swing.get, reverse=True)[:2]
-        return f"depends on {' and '.join(names)} together: measure them with " + "; ".join(
-            dict.fromkeys(INPUTS[name][3] for name in names)
-        )
     tools = "; ".join(dict.fromkeys(INPUTS[name][3] for name in names))
-    return (
-        f"depends on the {' and the '.join(names)}: measure {'them' if len(names) > 1 else 'it'} with {tools}"
-    )
+    if together:
+        return f"depends on {' and '.join(names)} together (neither alone decides): measure them with {tools}"
+    either, pronoun = (" (either alone can decide)", "them") if len(names) > 1 else ("", "it")
+    return f"depends on the {' and the '.join(names)}{either}: measure {pronoun} with {tools}"
 
 
 def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFrame:

@@ -48,17 +48,18 @@ def banded(
 
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``summarize``'s rows for reading: each banded column as "central (lowest–highest)", the verdicts
-    (what a "depends (n)" depends on in ``table_notes``); a global batch every row shares goes into the
-    per-GPU batch's header."""
-    table = pd.DataFrame({
+    """``summarize``'s rows for reading: the verdicts first, beside the machine (what a "depends (n)"
+    depends on in ``table_notes``), then each banded column as "central (lowest–highest)"; a global batch
+    every row shares goes into the per-GPU batch's header."""
+    table = pd.DataFrame({  # the verdicts beside the machine, before the figures behind them
         "model": summary["model"], "machine": summary["machine"], "GPUs": summary["gpus"],
+        "faster?": summary["faster"],
+        **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
+        "no dearer?": summary["dollars"],
         "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
         "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
         "dollars per run": banded(summary, "dollars_per_run"),
-        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "faster?": summary["faster"],
-        **({"enough?": summary["enough"]} if summary["enough"].ne(summary["faster"]).any() else {}),
-        "no dearer?": summary["dollars"], "basis": summary["basis"],
+        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "basis": summary["basis"],
     })  # fmt: skip
     if summary["global_batch"].nunique() == 1:  # one global batch: said once, in a header
         table = table.drop(columns="global batch").rename(
