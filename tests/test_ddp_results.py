@@ -91,7 +91,7 @@ def parity_runs(second_loss):
 def test_k_ranks_agree_with_one_process_step_by_step_in_the_table():
     table = ddp_results.exact_parity_table(parity_runs(1.00001), 2)
     assert table.loc["ConvNet"].to_dict() == {
-        "ranks": 2, "steps compared": 2, "within 1e-4 (relative)": True,
+        "ranks": 2, "steps compared": 2, "within 1 × 10⁻⁴ (relative)": True,
         "largest relative difference": "1.0 × 10⁻⁵",
     }  # fmt: skip
     assert ddp_results.parity_sentence(parity_runs(1.00001), 2) == (

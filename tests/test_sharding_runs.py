@@ -132,11 +132,11 @@ def test_sentences_and_views_of_the_sharded_runs():
         "In medians of launches, FSDP's step is 1,000 ms longer than DDP's, where its extra traffic, "
         "priced, costs 34 ms."
     )
-    volume, milliseconds = runs.priced_view(priced)
-    assert volume.loc[("LinearNet", "fsdp"), "bytes per step (MB)"] == 145.2
-    assert milliseconds.loc["test", ("LinearNet", "ddp")] == pytest.approx(2 + 48.41, abs=0.01)
+    volume, milliseconds = runs.priced_view(priced)  # strategies by name in every view (issue 38, 6)
+    assert volume.loc[("LinearNet", "FSDP"), "bytes per step (MB)"] == 145.2
+    assert milliseconds.loc["test", ("LinearNet", "DDP")] == pytest.approx(2 + 48.41, abs=0.01)
     traffic = runs.traffic_view(runs.traffic_check([record("ddp", 2, [["all_reduce", 376_200 * 4]], [], [])]))
-    assert traffic.iloc[0]["bytes per step"] == "1,504,800"
+    assert traffic.iloc[0]["bytes per step"] == "1,504,800" and traffic.index[0][1] == "DDP"
 
 
 def test_sharded_runs_say_where_they_ran_and_what_their_price_was_fitted_on():

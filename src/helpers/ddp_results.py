@@ -242,9 +242,10 @@ def exact_parity_table(runs: list[tuple[dict, dict]], ranks: int, backend: str |
     """Per model, the first launch on ``ranks`` ranks against the first on one rank (of ``backend``, where
     the runs hold several): every step's global loss compared; whether they agree within
     ``PARITY_THRESHOLD`` relative, and the largest relative difference (``relative_difference``)."""
+    within = f"within {scientific(PARITY_THRESHOLD, 1)} (relative)"
     rows = [
         {"model": model, "ranks": ranks, "steps compared": parity["steps"],
-         "within 1e-4 (relative)": parity["largest_rel_difference"] < PARITY_THRESHOLD,
+         within: parity["largest_rel_difference"] < PARITY_THRESHOLD,
          "largest relative difference": relative_difference(parity["largest_rel_difference"])}
         for model, parity in _parities(runs, ranks, backend).items()
     ]  # fmt: skip

@@ -367,9 +367,10 @@ def loss_parity(records: list[dict]) -> pd.DataFrame:
 def loss_parity_view(parity: pd.DataFrame) -> pd.DataFrame:
     """``loss_parity`` for reading: strategies by name, the difference as a reader writes it ("0", or
     "1.2 × 10⁻⁷": ``stats.scientific``), by model and strategy."""
-    shown = parity.drop(columns="ranks").assign(
-        strategy=parity["strategy"].map(STRATEGY_NAMES),
-        **{"largest loss difference": parity["largest loss difference"].map(scientific)},
+    shown = (
+        named(parity)
+        .drop(columns="ranks")
+        .assign(**{"largest loss difference": parity["largest loss difference"].map(scientific)})
     )
     return shown.set_index(["model", "strategy"])
 
@@ -443,25 +444,31 @@ def strategy_sentence(table: pd.DataFrame, model: str) -> str:
     return " ".join(parts)
 
 
+def named(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its strategies by name (DDP, ZeRO-1, FSDP), as every table of the chapter shows them."""
+    return table.assign(strategy=table["strategy"].map(STRATEGY_NAMES))
+
+
 def memory_view(checked: pd.DataFrame) -> pd.DataFrame:
     """``memory_check`` as the chapter shows it: bytes with thousands separators, human columns."""
     names = {
         "parameters measured": "weights in the step (B)", "gradients measured": "gradients (B)",
         "optimizer measured": "Adam state (B)", "at rest, parameters": "weights at rest (B)",
     }  # fmt: skip
-    view = checked.drop(columns="ranks").rename(columns=names).set_index(["model", "strategy", "rank"])
+    view = named(checked).drop(columns="ranks").rename(columns=names).set_index(["model", "strategy", "rank"])
     return view.apply(lambda c: c.map("{:,}".format) if c.name in names.values() else c)
 
 
 def traffic_view(traffic: pd.DataFrame) -> pd.DataFrame:
     """``traffic_check`` as the chapter shows it."""
-    view = traffic.drop(columns="ranks").assign(bytes=traffic["bytes"].map("{:,}".format))
+    view = named(traffic).drop(columns="ranks").assign(bytes=traffic["bytes"].map("{:,}".format))
     return view.rename(columns={"bytes": "bytes per step"}).set_index(["model", "strategy", "operation"])
 
 
 def priced_view(priced: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``priced_traffic`` as two narrow tables: bytes per step and per rank's link (MB) by model and
     strategy, and milliseconds per step with links as rows and (model, strategy) as columns."""
+    priced = named(priced)
     volume = priced.set_index(["model", "strategy"])[["bytes per step", "link bytes per rank"]] / 1e6
     volume.columns = ["bytes per step (MB)", "on each rank's link (MB)"]
     seconds = [column for column in priced if column.startswith("seconds, ")]
