@@ -121,7 +121,7 @@ def test_long_names_on_a_y_axis_wrap_and_each_column_ends_at_its_legend():
     before = [label.get_text() for label in axes[0, 0].get_yticklabels()]
     with phone.phone_layout(figure):
         shown = [label.get_text() for label in axes[0, 0].get_yticklabels()]
-        assert shown == ["the seed's 4x\nGTX 1080 Ti\nworkstation", "AWS p5.48xlarge"]
+        assert shown == ["the seed's 4x GTX\n1080 Ti workstation", "AWS p5.48xlarge"]
         # column by column: top left, bottom left (its legend), top right, bottom right (its legend)
         order = [axes[0, 0], axes[1, 0], axes[0, 1], axes[1, 1]]
         assert [axis.get_subplotspec().num1 for axis in order] == [0, 1, 2, 3]

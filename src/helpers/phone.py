@@ -139,16 +139,24 @@ def _restack(figure: Figure, panels: list[plt.Axes]) -> None:
     figure.set_size_inches(PHONE_INCHES, 0.8 + (panel_height + 0.8) * stack.nrows)  # each its own labels
 
 
+NAME_CHARACTERS = 20  # a category name's longest line on a phone: "AWS p5en.48xlarge" stays whole
+
+
 def _wrap_categories(panels: list[plt.Axes]) -> None:
-    """A panel's y tick labels that are names (machines, not numbers) wrapped to lines of about 16
-    characters: on a phone, names a third of the width wide leave the data a sliver."""
+    """A panel's y tick labels that are names (machines, not numbers) wrapped to lines of at most
+    ``NAME_CHARACTERS``, only where one is longer: on a phone, names a third of the width wide leave the
+    data a sliver."""
     for axis in panels:
         ticks, names = axis.get_yticks(), [label.get_text() for label in axis.get_yticklabels()]
         words = [name for name in names if name and not name.startswith("$")]  # not a typeset number
-        if words and len(words) == len([n for n in names if n]) and any(len(w) > 16 for w in words):
+        if (
+            words
+            and len(words) == len([n for n in names if n])
+            and any(len(w) > NAME_CHARACTERS for w in words)
+        ):
             low, high = axis.get_ylim()
             size = axis.get_yticklabels()[0].get_fontsize()
-            axis.set_yticks(ticks, [textwrap.fill(name, 16) for name in names], fontsize=size)
+            axis.set_yticks(ticks, [textwrap.fill(name, NAME_CHARACTERS) for name in names], fontsize=size)
             axis.set_ylim(low, high)
 
 
