@@ -248,9 +248,10 @@ def _put_back(state: dict) -> None:
 
 @contextmanager
 def phone_layout(figure: Figure):
-    """``figure`` laid out for a phone while the block runs: ``PHONE_INCHES`` wide, its panels one per row,
-    titles wrapped to the width, figure legends below in as many columns as fit; then put back as it was,
-    to the pixel (a figure cannot be copied: matplotlib's bar labels hold functions that pickle refuses)."""
+    """``figure`` laid out for a phone while the block runs: ``PHONE_INCHES`` wide, its panels one per row
+    (``_restack``), each with its own labels, long names and titles wrapped to the width, its legends below
+    (``_legends_below``) and its title at the top; then put back as it was, to the pixel (a figure cannot
+    be copied: matplotlib's bar labels hold functions that pickle refuses)."""
     panels = _panels(figure)
     size, parameters = figure.get_size_inches().copy(), vars(figure.subplotpars).copy()
     kept = [_kept(axis) for axis in [*panels, *_spares(figure)]]
