@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.gridspec import GridSpec
 from matplotlib.transforms import blended_transform_factory
 
-from helpers.plotting import SMALLEST_POINTS
+from helpers.plotting import SMALLEST_POINTS, plotted_handles
 
 PHONE_INCHES = 4.2  # wide: a 390 px phone's 358 px column shows 9 pt text at about 10.5 px
 PHONE_SCREEN = "(max-width: 600px)"  # the screens that get the phone layout
@@ -172,23 +172,13 @@ def _moved_legends(figure: Figure, panels: list[plt.Axes], renderer) -> list:
     return legends if len(legends) == 1 else outside
 
 
-def _plotted_handles(figure: Figure) -> dict:
-    """``{label: artist}`` of what the panels plotted (an error bar's container, not the legend's stand-in
-    line that a legend keeps), so that a legend drawn again shows the markers and caps of the original."""
-    found: dict = {}
-    for axis in figure.axes:
-        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
-            found.setdefault(label, handle)
-    return found
-
-
 def _legends_below(figure: Figure, moved: list) -> float:
     """Each figure legend, and each of ``moved`` (panels' legends, hidden meanwhile), drawn again under the
     panels from the plotted artists, in the legend's own number of columns where that fits the phone and
     in one otherwise (a legend fills its columns top to bottom: fewer columns would regroup its entries);
     the inches they take. The originals are kept aside, untouched, for ``phone_layout`` to put back."""
     renderer, below = figure.canvas.get_renderer(), 0.0
-    sources, plotted = [*figure.legends, *moved], _plotted_handles(figure)
+    sources, plotted = [*figure.legends, *moved], plotted_handles(figure.axes)
     figure.legends.clear()
     for legend in moved:
         legend.set_visible(False)

@@ -91,6 +91,16 @@ def panel_grid(count: int, columns: int = 2, panel_height: float = 3.0, **option
     return figure, list(axes.flat[:count])
 
 
+def plotted_handles(axes) -> dict:
+    """``{label: artist}`` of what ``axes`` plotted, each label once (an error bar's container, not the
+    stand-in line a legend keeps): the handles of a legend shared by several panels, or drawn again."""
+    found: dict = {}
+    for axis in axes:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    return found
+
+
 def legend_below(figure: plt.Figure, handles, labels, title: str | None = None, columns: int = 3) -> None:
     """One legend under every panel, centred, after the layout: it hides no data and widens nothing (at
     most ``columns`` across, fewer where long labels would make it wider than the figure), and the figure

@@ -13,7 +13,15 @@ from matplotlib import pyplot as plt
 from helpers.costmodel.configurations import BY_NAME
 from helpers.costmodel.gpus import shown_name
 from helpers.costmodel.prose import METHOD_NAMES
-from helpers.plotting import COLUMN_INCHES, legend_below, log_ticks, panel_grid, plain_log_axes, titled
+from helpers.plotting import (
+    COLUMN_INCHES,
+    legend_below,
+    log_ticks,
+    panel_grid,
+    plain_log_axes,
+    plotted_handles,
+    titled,
+)
 from helpers.train import counted
 
 
@@ -61,10 +69,7 @@ def machine_looks(machines) -> dict[str, tuple[str, str, str]]:
 
 def _shared_legend(figure: plt.Figure, axes, title: str | None = None, columns: int = 3) -> None:
     """The legend of every panel's labelled artists, once, under the panels."""
-    found: dict = {}
-    for axis in axes:
-        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
-            found.setdefault(label, handle)
+    found = plotted_handles(axes)
     legend_below(figure, list(found.values()), list(found), title, columns)
 
 

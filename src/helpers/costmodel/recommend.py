@@ -387,11 +387,16 @@ def verdict(rows: pd.DataFrame, column: str, threshold: float, above: str, below
         swing = {name: np.ptp(rows.loc[rows["scenario"].str.startswith(name + ":"), column])
                  for name in INPUTS if (rows["scenario"].str.startswith(name + ":")).any()}  # fmt: skip
         names = sorted(swing, key=swing.get, reverse=True)[:2]
-    tools = "; ".join(dict.fromkeys(INPUTS[name][3] for name in names))
     if together:
-        return f"depends on {' and '.join(names)} together (neither alone decides): measure them with {tools}"
-    either, pronoun = (" (either alone can decide)", "them") if len(names) > 1 else ("", "it")
-    return f"depends on the {' and the '.join(names)}{either}: measure {pronoun} with {tools}"
+        return f"depends on {' and '.join(names)} together (neither alone decides): {measure_with(names)}"
+    either = " (either alone can decide)" if len(names) > 1 else ""
+    return f"depends on the {' and the '.join(names)}{either}: {measure_with(names)}"
+
+
+def measure_with(names: list[str]) -> str:
+    """What measures the uncertain ``INPUTS`` named: "measure it with …", each tool once."""
+    tools = "; ".join(dict.fromkeys(INPUTS[name][3] for name in names))
+    return f"measure {'them' if len(names) > 1 else 'it'} with {tools}"
 
 
 def summarize(per_scenario: pd.DataFrame, min_speedup: float = 1.0) -> pd.DataFrame:

@@ -10,10 +10,11 @@ import pandas as pd
 from IPython.display import Markdown
 
 from helpers.costmodel import money, specs
-from helpers.costmodel.prose import METHOD_NAMES
+from helpers.costmodel.prose import METHOD_NAMES, WHATEVER
 from helpers.costmodel.recommend import (
     TRAIN_CLIPS,
     fastest_batches,
+    measure_with,
     result_band,
     result_costs,
     time_to_result,
@@ -133,9 +134,6 @@ def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
     return depends_coded(table, [enough])
 
 
-WHOLE_BAND = " whatever the inputs"  # recommend.verdict's ending where the whole band agrees
-
-
 def depends_coded(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``table`` with each "depends on …" verdict of ``columns`` shortened to "depends (n)", numbered once
     per distinct reason across them in reading order (row by row), the reason said whole once in
@@ -147,10 +145,10 @@ def depends_coded(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     codes = {reason: f"depends ({n})" for n, reason in enumerate(reasons, 1)}
 
     def short(value):
-        return codes.get(value) or (value.removesuffix(WHOLE_BAND) if isinstance(value, str) else value)
+        return codes.get(value) or (value.removesuffix(WHATEVER) if isinstance(value, str) else value)
 
     coded = table.assign(**{c: table[c].map(short) for c in columns})
-    whole = [value for value in cells if isinstance(value, str) and value.endswith(WHOLE_BAND)]
+    whole = [value for value in cells if isinstance(value, str) and value.endswith(WHATEVER)]
     said = ["A verdict without a number holds whatever the inputs: over the whole band."] if whole else []
     numbered = [f"({n}) {reason}." for n, reason in enumerate(reasons, 1)]
     coded.attrs["notes"] = [*table.attrs.get("notes", []), *said, *numbered]
@@ -172,8 +170,7 @@ def _depends(against_data: str) -> str:
     if said.endswith("the inputs together"):
         return said + ": no single input decides"
     names = [name for name in specs.INPUTS if f"the {name}" in said]
-    tools = "; ".join(dict.fromkeys(specs.INPUTS[name][3] for name in names))
-    return f"{said}: measure {'them' if len(names) > 1 else 'it'} with {tools}" if names else said
+    return f"{said}: {measure_with(names)}" if names else said
 
 
 def cost_tables(records, models, training_batch: int, target_accuracy: float, machines) -> list:

@@ -418,7 +418,7 @@ def strategy_view(table: pd.DataFrame) -> pd.DataFrame:
     their own launches against each other (``stats.BASELINE``)."""
     view = pd.DataFrame(
         {
-            "model": table["model"], "strategy": table["strategy"].map(STRATEGY_NAMES),
+            "model": table["model"], "strategy": named(table)["strategy"],
             "launches": table["launches"], "step time (ms)": table["step_median"].map(ms),
             "speed-up over DDP": [
                 point_text(*row) for row in table[["speedup", "low", "high", "verdict"]].to_numpy()
