@@ -201,14 +201,16 @@ def clips():
     )
 
 
-def small_texts(figure) -> list[tuple[str, float]]:
+def small_texts(figure, drawn: bool = False) -> list[tuple[str, float]]:
     """Every visible text of ``figure`` (titles, labels, ticks, legends, bar labels) set smaller than
-    ``plotting.SMALLEST_POINTS``, as (text, points)."""
+    ``plotting.SMALLEST_POINTS``, as (text, points); ``drawn``: the figure was just drawn as it stands (a
+    PNG of it saved), so its tick labels exist without drawing it again."""
     from matplotlib.text import Text
 
     from helpers.plotting import SMALLEST_POINTS
 
-    figure.canvas.draw()  # tick labels exist once drawn
+    if not drawn:
+        figure.canvas.draw()  # tick labels exist once drawn
     return [
         (text.get_text(), text.get_fontsize())
         for text in figure.findobj(Text)
@@ -233,10 +235,11 @@ def legible_figures():
     yield
     for number in sorted(set(plt.get_fignums()) - before):
         figure = plt.figure(number)
-        small = small_texts(figure)
-        desktop = phone.png(figure)
+        desktop = phone.png(figure)  # each PNG draws the figure: its texts are read from that drawing
+        small = small_texts(figure, drawn=True)
         with phone.phone_layout(figure):
-            phone_small, phone_png = small_texts(figure), phone.png(figure)
+            phone_png = phone.png(figure)
+            phone_small = small_texts(figure, drawn=True)
         restored = phone.png(figure)
         phone_width = phone.png_width(phone_png)
         plt.close(number)

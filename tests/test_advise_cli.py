@@ -143,7 +143,7 @@ def test_the_value_of_an_hour_adds_each_machine_s_total_cost(capsys):
     assert cli.main(["ConvNet", "--batch", "96", "--gpus", "1,8", "--hour-value", "1"]) == 0
     printed = capsys.readouterr().out
     section = printed.split("What waiting costs")[1]
-    assert "cheaper in total above ($ an hour)" in section and "at $1 an hour" in section
+    assert "break-even value of your hour ($)" in section and "at $1 an hour" in section
     assert "AWS p5.48xlarge" in section and "AWS p4d.24xlarge" not in section  # no one-GPU A100 offer
     assert cli.main(["ConvNet", "--batch", "100", "--gpus", "1,8"]) == 0  # 100 does not split over 8
     assert "none: no multi-GPU machine is priced at this batch" in capsys.readouterr().out

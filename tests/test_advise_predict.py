@@ -78,8 +78,13 @@ def test_each_reason_comes_with_its_number_and_whether_it_applies(linear_advice)
         "overlaps"
     )
     assert reasons[("AWS g6.48xlarge", one)]
-    fixed = linear_advice.reasons.query("reason.str.startswith('a fixed number')", engine="python")
+    # weak scaling is a condition, said as one: the batch grown with the GPUs, the steps kept
+    fixed = linear_advice.reasons.query("reason.str.startswith('if the batch grows')", engine="python")
+    assert len(fixed) and fixed["number"].str.startswith("grown to ").all()
     assert fixed["number"].str.contains("the same number of steps gives more epochs, not less time").all()
+    floors = linear_advice.reasons.query("reason.str.startswith('per-step fixed cost')", engine="python")
+    assert floors["number"].str.fullmatch(r"\d+ per GPU against b\*_floor = [\d,]+").all()
+    assert floors["number"].str.contains(",").any()  # thousands separated: "2,571", not "2571"
     sentence = next(v for v in linear_advice.verdicts if v.startswith("8 × L4 (AWS g6.48xlarge)"))
     assert "slower whatever the inputs" in sentence
     assert (

@@ -6,6 +6,7 @@ from dataclasses import replace
 from helpers.advise import counting, report
 from helpers.costmodel import tables
 from helpers.models import build_model
+from helpers.stats import significant
 
 
 def test_host_ops_per_step_are_chapter_5_s_layer_kernels_loss_and_adam():
@@ -77,8 +78,8 @@ def test_where_the_all_reduce_stands_is_said_beside_the_verdict_tables():
     assert report.bucket_note(advice) == (
         "The gradients of `LinearNet` and `ConvNet` each fit one DDP bucket at the default 25 MiB cap, so on "
         "every machine the all-reduce follows backward, never hidden (`LinearNet` "
-        f"{report.plain(tails['LinearNet'].min())}–{report.plain(tails['LinearNet'].max())} µs, `ConvNet` "
-        f"{report.plain(tails['ConvNet'].min())}–{report.plain(tails['ConvNet'].max())} µs a step across the "
+        f"{significant(tails['LinearNet'].min())}–{significant(tails['LinearNet'].max())} µs, `ConvNet` "
+        f"{significant(tails['ConvNet'].min())}–{significant(tails['ConvNet'].max())} µs a step across the "
         "machines)."
     )
     split = advice["ConvNet"].conditions.assign(buckets=2)

@@ -61,7 +61,7 @@ def test_exactness_deadlock_and_lockstep_tables():
     result = {"checks": checks, "sizes": [1, 3, 1000, 1001], "all_equal": True}
     summary = tables.verify_summary(result, 2)
     assert summary == {
-        "ranks": 2, "algorithms": "ring_all_reduce, ring_broadcast",
+        "ranks": 2, "algorithms": "ring all-reduce, ring broadcast",  # in words, not function names
         "tensor sizes (elements)": "1, 3, 1,000, 1,001", "checks": 3, "all exactly equal": True,
     }  # fmt: skip
     assert tables.exactness_table([summary]).index.tolist() == [2]
@@ -140,7 +140,7 @@ def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
     )
     priced = fits.query("operation == 'all_reduce'").iloc[0].to_dict()
     assert link_reading.describe_pricing(fits, priced, "gloo", "cpu") == (
-        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "Chapter 5's step-time check (5.9), chapter 6's price of the sharded runs and chapter 7's held-out "
         "test price DDP's all-reduce with the two-rank fit of the machine they model: this fit, where "
         "executed from this machine's records; a chapter executed from another machine's records, as "
         "another edition's chapter 5 may be, uses that machine's own fit. The GPUs chapter 5 prices for rent "
@@ -148,7 +148,7 @@ def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
     )
     other = {"alpha_seconds": 5e-5, "seconds_per_byte": 2e-9, "bandwidth_bytes_per_second": 5e8}
     assert link_reading.describe_pricing(fits, other, "gloo", "cpu") == (
-        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "Chapter 5's step-time check (5.9), chapter 6's price of the sharded runs and chapter 7's held-out "
         "test price DDP's all-reduce with the two-rank fit of the machine they model; executed from this "
         "machine's records they would use another two-rank benchmark of this results folder, the one with "
         "the most message sizes: α = 50 µs and 1/β = 0.50 GB/s; a chapter executed from another machine's "

@@ -46,9 +46,15 @@ def test_speedups_and_the_renters_choice_plot_the_bands():
     assert (bar[0][0], bar[1][0]) == pytest.approx((convnet["speedup_low"], convnet["speedup_high"]))
     choice = figures.plot_renter_choice(summary, "choice")
     assert fits_the_column(choice)
-    marker = choice.axes[0].containers[0].lines[0]
+    band, marker = choice.axes[0].lines[:2]  # ConvNet's eight H100s: the band's segment, then the point
     assert marker.get_xdata()[0] == pytest.approx(convnet["cost_multiplier"])
     assert marker.get_ydata()[0] == pytest.approx(convnet["speedup"]) and convnet["cost_multiplier"] > 1
+    # dollars = price ratio / speed-up: the slowest end is the dearest, so the band is one segment
+    assert list(band.get_xdata()) == pytest.approx(
+        [convnet["cost_multiplier_high"], convnet["cost_multiplier_low"]]
+    )
+    assert list(band.get_ydata()) == pytest.approx([convnet["speedup_low"], convnet["speedup_high"]])
+    assert convnet["cost_multiplier_high"] == pytest.approx(8 / convnet["speedup_low"])  # p5: 8 × one's price
     # a reader's model is registered with the digest of what was counted; its panel is titled by its name
     counted = figures.plot_renter_choice(summary.replace({"model": {"ConvNet": "ConvNet [0e882f44]"}}), "x")
     assert "ConvNet" in [axis.get_title() for axis in counted.axes]

@@ -97,30 +97,29 @@ def test_each_biased_method_is_named_with_its_error_and_side():
     assert prose.time_model_sentences(pd.DataFrame(), pd.DataFrame())["bias_short"].startswith("not tested")
 
 
-def test_out_of_sample_errors_read_per_curve_and_as_a_range():
+def test_out_of_sample_errors_read_as_a_range_with_their_signed_median():
     tested = pd.DataFrame({"curve": ["a", "b", "c"], "error (%)": [12.2, -34.0, 29.0]})
     said = prose.loss_sentences(tested)
     # the signed median of +12.2, -34 and +29 is +12.2: two of three predicted later than they came
     assert said == {"loss_tested": "3 curves",
                     "loss_error_range": "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came)",
-                    "loss_error_brief": "a median of +12 % (2 of 3 later than they came)",
-                    "loss_per_curve": "a: +12 %; b: -34 %; c: +29 %"}  # fmt: skip
+                    "loss_error_brief": "a median of +12 % (too late on 2 of 3)"}  # fmt: skip
     # a fit that never reaches the target after its fitted points is a failed prediction, counted
     failed = pd.concat([tested, pd.DataFrame({"curve": ["d"], "error (%)": [float("nan")]})])
     said = prose.loss_sentences(failed)
-    assert said["loss_tested"] == "4 curves" and said["loss_per_curve"].endswith("; d: never reached")
+    assert said["loss_tested"] == "4 curves"
     assert said["loss_error_range"] == (
         "12 % to 34 % (median +12 %; 2 of 3 predicted later than they came), and on 1 the fit never "
         "reaches the target (a failed prediction)"
     )
     assert said["loss_error_brief"] == (
-        "a median of +12 % (2 of 3 later than they came), and on 1 the fit never reaches the target (a "
+        "a median of +12 % (too late on 2 of 3), and on 1 the fit never reaches the target (a "
         "failed prediction)"
     )
     assert prose.loss_sentences(tested.head(1))["loss_tested"] == "1 curve"
     assert prose.loss_sentences(tested.head(1))["loss_error_brief"] == "12 %"  # no median of one
     late = tested.assign(**{"error (%)": [12.2, 34.0, 29.0]})
-    assert prose.loss_sentences(late)["loss_error_brief"] == "a median of +29 % (all 3 later than they came)"
+    assert prose.loss_sentences(late)["loss_error_brief"] == "a median of +29 % (too late on all 3)"
 
 
 def test_the_seed_traffic_check_by_hand():
@@ -141,9 +140,15 @@ def test_the_seed_verdicts_agree_only_where_every_batch_and_band_does():
     })  # fmt: skip
     said = prose.seed_verdict_sentence(verdicts)
     assert said["seed_agrees"] == "do not all agree"
+    # each verdict with the band of its own batches: slower at 10 (0.4-0.6), not the sweep's 0.4-1.1
+    assert said["seed_verdict_note"].startswith(
+        "`LinearNet` on four GPUs against one: mixed: slower whatever the inputs at batch 10 (0.4–0.6×); "
+        "depends on the "
+    )
+    assert "at batch 600 (0.7–1.1×)" in said["seed_verdict_note"]
     assert (
-        "`LinearNet` on four GPUs against one: mixed: slower whatever the inputs at batch 10; depends on the "
-        in (said["seed_verdict_note"])
+        "`ConvNet` on four GPUs against one: faster whatever the inputs at every batch (speed-up 1.5–2.5× "
+        "over" in (said["seed_verdict_note"])
     )
     assert said["seed_verdict_note"].endswith(
         "The seed's verdict for `LinearNet` is not confirmed at every batch over the whole band: the table "
@@ -281,7 +286,7 @@ def test_the_price_per_gpu_premium_is_said_per_machine_from_the_price_table():
     note = prose.price_per_gpu_sentences()["price_per_gpu_note"]
     assert note.startswith(
         "Where a machine charges the same per GPU as its one-GPU offer (AWS p3.8xlarge, AWS p3.16xlarge and "
-        "AWS p5.48xlarge) that is k ÷ speed-up"
+        "AWS p5.48xlarge) that is \\(k\\) ÷ speed-up"  # typeset as the symbol it is
     )
     assert "AWS g6.12xlarge 1.43×" in note and "AWS g6e.48xlarge 2.02×" in note
     assert note.endswith(

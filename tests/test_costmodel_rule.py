@@ -34,9 +34,12 @@ def test_the_two_conditions_on_the_per_gpu_batch():
     assert central["global_batch"] == 8 * max(hide, 1771)
     table = rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25).iloc[0]
     assert table["hide"] == 1 and table["buckets"] == 2  # a 0.39 MiB first bucket hides behind any backward
-    # so the fixed cost decides; at the host's measured 44-114 µs per op no one input's range decides it alone
+    # so the fixed cost decides; at the host's measured 44-114 µs per op no one input's range decides it
+    # alone: the 4 of 64 corners that fit the 2,700 clips all have these four inputs at the same end
     assert table["against the training set"] == (
-        "within the dataset or not, depending on the inputs together"
+        "within the dataset or not, depending on the inputs together (none alone tips it; only the "
+        "matrix-product efficiency, the memory-bandwidth fraction, the per-op host overhead and the "
+        "efficiency at the smaller per-GPU batch, each at one end, do: 4 of 64 corners)"
     )
 
 
@@ -65,7 +68,7 @@ def test_a_model_whose_gradients_fit_one_bucket_never_hides_its_all_reduce(model
 def test_the_compute_a_one_bucket_all_reduce_is_paid_beside_is_the_step_predictions():
     """Given the chapter's global batch, the condition table sets each GPU's compute of its shard (13 of 100
     on eight GPUs) beside the all-reduce after backward: the same compute and all-reduce the step
-    predictions of 5.7 add up, central and over the band; and the global batch needed is k × b*_floor, the
+    predictions of 5.4 add up, central and over the band; and the global batch needed is k × b*_floor, the
     only condition one bucket can meet."""
     table = rule.condition_table(("ConvNet", "LinearNet"), ("AWS p5.48xlarge",), batch=100)
     steps = recommend.scenario_predictions(("ConvNet", "LinearNet"), ("AWS p5.48xlarge",), (100,))

@@ -26,11 +26,29 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
 
 def test_prices_read_in_dollars_and_cents_with_human_columns():
     shown = tables.price_display()
-    assert list(shown.columns) == ["GPU", "GPUs", "price ($)", "per", "price per GPU ($)", "source", "date"]
+    assert list(shown.columns) == ["GPU", "GPUs", "price ($)", "per", "price per GPU ($)", "source"]
     assert shown.loc["AWS p5.48xlarge", ["price ($)", "price per GPU ($)"]].tolist() == ["55.04", "6.88"]
     # AWS's exact 21.957642 an hour, and 21.957642 / 8 = 2.74470525, both to the cent
     assert shown.loc["AWS p4d.24xlarge", ["price ($)", "price per GPU ($)"]].tolist() == ["21.96", "2.74"]
     assert shown.loc["A100 80 GB PCIe card, low end of new units", "price ($)"] == "8,000.00"
+
+
+def test_a_source_that_rows_share_is_said_once_under_the_table():
+    # the 14 AWS rows share one snapshot: one note, "[1]" on each of its rows; the first row's source is [1]
+    shown = tables.price_display()
+    assert shown["source"].value_counts().to_dict() == {"[1]": 14, "[2]": 1, "[3]": 1}
+    notes = tables.table_notes(shown).data.splitlines()
+    assert len(notes) == 3
+    assert notes[0] == (
+        "- [1] instances.vantage.sh snapshot in github.com/tsaol/aws-gpu (data/p\\*, g6\\*\\_instances.js), "
+        "2026-08-26"
+    )  # escaped: "*" and "_" are characters here, not emphasis, and "$" (note 3) is a dollar, not math
+    assert "units \\$8,000-\\$15,000), 2026-03-20" in notes[2]
+    # the machines table numbers its sources as the prices table does: [1] the AWS snapshot, [2] the cards
+    machines = tables.machines_display()
+    assert machines.loc["AWS p5.48xlarge", "source"] == "[1]"
+    assert machines.loc["the seed's 4x GTX 1080 Ti workstation", "source"] == "[2]"
+    assert tables.table_notes(machines).data.splitlines() == notes[:2]
 
 
 def test_table_one_reads_exactly_and_in_decimals():
@@ -91,7 +109,7 @@ def test_the_seeds_verdicts_read_by_model_and_batch():
     assert shown.loc[("M", 20)].tolist() == ["0.500 (0.400–0.600)", "slower"]
     assert (
         tables.table_notes(shown).data
-        == "- A verdict without a number holds whatever the inputs: over the whole band."
+        == "- A verdict without a note (n) holds whatever the inputs: over the whole band."
     )
 
 
@@ -107,7 +125,7 @@ def test_a_verdict_that_depends_reads_as_a_numbered_note_under_its_table():
     # a verdict over the whole band loses its "whatever the inputs", said once under the table
     assert coded["time"].tolist() == ["depends (1)", "faster", "depends (2)", "depends (1)"]
     assert coded["dollars"].tolist() == ["dearer", "depends (2)", "depends (1)", "no price to compare"]
-    whole = "- A verdict without a number holds whatever the inputs: over the whole band."
+    whole = "- A verdict without a note (n) holds whatever the inputs: over the whole band."
     assert tables.table_notes(coded).data == f"{whole}\n- (1) {first}.\n- (2) {second}."
     assert table["time"].iloc[0] == first  # the table given is left as it was
 
@@ -134,12 +152,14 @@ def test_the_conditions_read_without_unbounded_bands_for_one_bucket_models():
     # LinearNet: what the training set's answer depends on, numbered once per distinct reason
     wide = tables.condition_display(rule.condition_table(("LinearNet",), recommend.EIGHT_GPU_MACHINES))
     answers = wide["2,700 clips enough?"].tolist()
-    assert set(answers) <= {"yes", "no", "depends (1)", "depends (2)"} and "depends (1)" in answers
+    coded = sorted({answer for answer in answers if answer.startswith("depends")})
+    assert set(answers) - set(coded) <= {"yes", "no"} and coded[0] == "depends (1)"
     notes = tables.table_notes(wide).data.splitlines()
-    assert notes[-1].startswith("- (") and all(" depends on " in note for note in notes if "(" in note[:4])
-    # a note that names its inputs says what measures them, as the verdicts' notes do
-    named = [note for note in notes if "(" in note[:4] and "no single input decides" not in note]
-    assert named and all(": measure " in note and "make study PROFILE=gpu" in note for note in named)
+    numbered = [note for note in notes if note.startswith("- (")]
+    assert [note.split(")")[0] + ")" for note in numbered] == [f"- ({n})" for n in range(1, len(coded) + 1)]
+    assert all(" depends on " in note for note in numbered)
+    # every note names its inputs, even where none decides alone, and says what measures them
+    assert all(": measure " in note and "make study PROFILE=gpu" in note for note in numbered)
     mixed = pd.concat([
         conditions.iloc[:1],
         rule.condition_table(("LinearNet",), ("AWS g6.48xlarge",), bucket_cap_mb=0.25, batch=100),

@@ -229,7 +229,7 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     ddp = pairs(["2026-11-26T15:52:00+00:00", "2026-11-26T20:58:00+00:00"])
     after = pairs(["2026-11-26T21:03:00+00:00", "2026-11-26T21:04:00+00:00"])
     assert scaling.rounds_note({"ddp": ddp, "accumulation": after}) == (
-        "The records shown were measured before the study launched in rounds: from 2026-11-26 15:52 to "
+        "These records were not measured in rounds: from 2026-11-26 15:52 to "
         "21:04 UTC in one session, with the accumulation runs after every DDP launch (the first of them "
         "5 min after the last DDP launch), so the ratios against DDP below compare runs made one after the "
         "other, not side by side."
@@ -240,7 +240,7 @@ def test_the_rounds_note_says_when_records_predate_the_rounds():
     )
     before = pairs(["2026-11-25T10:00:00+00:00"])
     assert scaling.rounds_note({"ddp": ddp, "accumulation": before}) == (
-        "The records shown were measured before the study launched in rounds: the DDP launches from "
+        "These records were not measured in rounds: the DDP launches from "
         "2026-11-26 15:52 UTC "
         "to 2026-11-26 20:58 UTC, the accumulation runs from 2026-11-25 10:00 UTC to 2026-11-25 10:00 UTC, "
         "so the ratios against DDP below compare runs not made side by side."

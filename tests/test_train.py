@@ -246,10 +246,11 @@ def test_the_batch_effect_is_explained_as_far_as_its_verdict_goes():
         change = {"speedup": 1.0, "low": 0.9, "high": 1.1, "verdict": verdict, "launches": None}
         return train.explain_batch_effect("ConvNet", change, 10, 100, 376_200)
 
+    # two causes, not told apart by an epoch's time: the same sentence must hold for either model
     assert said("faster") == (
-        "ConvNet's epoch is shorter at batch 100: what a step costs whatever its batch (the optimizer's "
-        "pass over all 376,200 parameters, starting every operator) is paid 10 times less often per epoch, "
-        "and larger operators keep the device busier"
+        "ConvNet's epoch is shorter at batch 100: two causes, which this timing does not separate. What a "
+        "step costs whatever its batch (the optimizer's pass over all 376,200 parameters, starting every "
+        "operator) is paid 10 times less often per epoch, and larger operators can keep the device busier"
     )
     assert said("slower").startswith("ConvNet's epoch is longer at batch 100 than at batch 10:")
     assert said("no measurable difference").startswith("ConvNet's epoch takes as long at batch 100 as at")

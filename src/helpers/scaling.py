@@ -138,14 +138,14 @@ def rounds_note(runs: dict[str, list[tuple[dict, dict]]]) -> str:
         minutes = round((first - ddp_last).total_seconds() / 60)
         gap = f"{minutes} min" if minutes >= 1 else "under a minute"
         return (
-            "The records shown were measured before the study launched in rounds: from "
+            "These records were not measured in rounds: from "
             f"{ddp_first.strftime(when)[:-4]} "
             f"to {last.strftime('%H:%M')} UTC in one session, with the accumulation runs after every DDP "
             f"launch (the first of them {gap} after the last DDP launch), so the ratios against DDP below "
             "compare runs made one after the other, not side by side."
         )
     return (
-        "The records shown were measured before the study launched in rounds: the DDP launches from "
+        "These records were not measured in rounds: the DDP launches from "
         f"{ddp_first.strftime(when)} to {ddp_last.strftime(when)}, the accumulation runs from "
         f"{first.strftime(when)} to {last.strftime(when)}, so the ratios against DDP below compare runs not "
         "made side by side."

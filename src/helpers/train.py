@@ -484,10 +484,10 @@ def explain_batch_effect(model: str, change: dict, smallest: int, largest: int, 
     verdict = change["verdict"]
     if verdict == "faster":
         return (
-            f"{model}'s epoch is shorter at batch {largest}: what a step costs whatever its batch (the "
-            f"optimizer's pass over all {parameters:,} parameters, starting every operator) is paid "
-            f"{largest / smallest:.3g} times less often per epoch, and larger operators keep the device "
-            "busier"
+            f"{model}'s epoch is shorter at batch {largest}: two causes, which this timing does not "
+            "separate. What a step costs whatever its batch (the optimizer's pass over all "
+            f"{parameters:,} parameters, starting every operator) is paid {largest / smallest:.3g} times "
+            "less often per epoch, and larger operators can keep the device busier"
         )
     if verdict == "slower":
         return (

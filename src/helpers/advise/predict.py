@@ -276,12 +276,12 @@ def reasons(counted: Counted, summary: dict[str, pd.DataFrame], conditions: pd.D
                           f"{mebibytes(cond['gradient_bytes'])} in one bucket: {after} after backward, in a "
                           f"step of {short_time(row.step_seconds)}", True))  # fmt: skip
         elif cond is not None:
-            hide = "never" if np.isinf(cond["hide"]) else int(cond["hide"])
+            hide = "never" if np.isinf(cond["hide"]) else f"{int(cond['hide']):,}"
             found.append(("per-GPU batch below b*_hide, the all-reduce not hidden",
                           f"{per_gpu} per GPU against b*_hide = {hide}", per_gpu < cond["hide"]))  # fmt: skip
         if cond is not None:
             found.append(("per-step fixed cost: compute below the host's ops and the optimizer's pass",
-                          f"{per_gpu} per GPU against b*_floor = {int(cond['floor'])}",
+                          f"{per_gpu} per GPU against b*_floor = {int(cond['floor']):,}",
                           per_gpu < cond["floor"]))  # fmt: skip
         found += [
             ("gradient exchange longer than backward on this link",
@@ -289,9 +289,10 @@ def reasons(counted: Counted, summary: dict[str, pd.DataFrame], conditions: pd.D
              exchange > backward),
             ("DataParallel's per-step replication instead of DDP",
              f"DataParallel's step {dp_ratio:.2f}× DDP's", dp_ratio > 1),
-            ("a fixed number of steps: k GPUs do k× the samples per step",
-             f"{k} × {global_batch} samples a step take {weak / single:.2f}× one GPU's step of "
-             f"{global_batch}: the same number of steps gives more epochs, not less time", weak >= single),
+            ("if the batch grows with the GPUs and the steps stay as many: k GPUs do k× the samples per step",
+             f"grown to {k} × {global_batch} samples a step, a step takes {weak / single:.2f}× one GPU's "
+             f"step of {global_batch}: the same number of steps gives more epochs, not less time",
+             weak >= single),
         ]  # fmt: skip
         rows += [{"machine": row.machine, "reason": reason, "number": number, "applies": bool(applies)}
                  for reason, number, applies in found]  # fmt: skip

@@ -8,16 +8,16 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from helpers import stats
 from helpers.advise.counting import Counted
 from helpers.advise.predict import Advice, time_band
 from helpers.costmodel import figures, gpus, rule, specs, tables
+from helpers.costmodel.recommend import BASIS_WORDS, side
 from helpers.results import write_json_atomically
+from helpers.stats import significant
 
-FASTER = "faster whatever the inputs"  # ``recommend.verdict``'s wording where the whole band is faster
 PREDICTED = "predicted: chapter 5's roofline and links, a band over the inputs in `assumptions`"
 
 
@@ -26,25 +26,19 @@ def megabytes(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
-def plain(value: float) -> str:
-    """Three significant digits without an exponent: 0.000115, 12.3, 4,520."""
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
-
-
 def band(central: float, low: float, high: float, scale: float = 1.0) -> str:
-    """ "12.3 (8.1–20)" to three significant digits; "–" for no value."""
+    """ "12.3 (8.10–20.0)" to three significant digits, as chapter 5's tables write a band; "–" for no
+    value."""
     if central is None or (isinstance(central, float) and math.isnan(central)):
         return "–"
-    return f"{plain(central * scale)} ({plain(low * scale)}–{plain(high * scale)})"
+    return f"{significant(central * scale)} ({significant(low * scale)}–{significant(high * scale)})"
 
 
 def duration(seconds: float) -> str:
     """Seconds, minutes or hours, whichever reads best."""
     if seconds < 120:
-        return f"{plain(seconds)} s"
-    return f"{plain(seconds / 60)} min" if seconds < 7200 else f"{plain(seconds / 3600)} h"
+        return f"{significant(seconds)} s"
+    return f"{significant(seconds / 60)} min" if seconds < 7200 else f"{significant(seconds / 3600)} h"
 
 
 def text_table(frame: pd.DataFrame) -> str:
@@ -110,7 +104,7 @@ def verdict_view(advice: Advice) -> pd.DataFrame:
             ],
             "time verdict": several["faster"].tolist(),
             "dollar verdict": several["dollars"].tolist(),
-            "basis": several["basis"].tolist(),
+            "basis": several["basis"].map(BASIS_WORDS).tolist(),
         },
         index=[f"{r.machine}: {r.gpus} × {r.gpu}" for r in several.itertuples()],
     ).rename_axis(advice.counted.label)
@@ -134,8 +128,8 @@ def bucket_note(advice: dict[str, Advice]) -> str:
             f"{listed(one)}'s gradients fit" if len(one) == 1 else f"the gradients of {listed(one)} each fit"
         )
         times = [
-            f"`{label}` {plain(advice[label].conditions['tail_seconds'].min() * 1e6)}–"
-            f"{plain(advice[label].conditions['tail_seconds'].max() * 1e6)} µs"
+            f"`{label}` {significant(advice[label].conditions['tail_seconds'].min() * 1e6)}–"
+            f"{significant(advice[label].conditions['tail_seconds'].max() * 1e6)} µs"
             for label in one
         ]
         parts.append(f"{whose} one DDP bucket at the default 25 MiB cap, so on every machine the all-reduce "
@@ -215,7 +209,7 @@ def why_slower(advice: Advice) -> tuple[pd.DataFrame, list[str]]:
     "faster whatever the inputs" — a machine predicted faster pays the same kinds of cost and outweighs
     them, so they are no reason it is slower — and the machines so left out, in the table's order."""
     ddp = advice.machines[advice.machines["gpus"] > 1]
-    faster = list(ddp.loc[ddp["faster"] == FASTER, "machine"])
+    faster = list(ddp.loc[ddp["faster"].map(side).eq("faster"), "machine"])
     applies = advice.reasons[advice.reasons["applies"] & ~advice.reasons["machine"].isin(faster)]
     return applies.drop(columns="applies"), faster
 
@@ -389,11 +383,12 @@ def model_table(counted: dict[str, Counted]) -> pd.DataFrame:
     for name, c in counted.items():
         flops = c.training_flops_per_sample
         rows.append({
-            "model": name, "parameters": f"{c.parameters:,}", "training MFLOP per sample": plain(flops / 1e6),
+            "model": name, "parameters": f"{c.parameters:,}",
+            "training MFLOP per sample": significant(flops / 1e6),
             "host ops per step (layers, loss, optimizer)": gpus.ops_per_step(c.name),
-            "kept for backward per sample (KiB)": plain(c.activation_bytes_per_sample / 2**10),
-            "gradient (MiB)": plain(c.gradient_bytes / 2**20),
-            "FLOPs per gradient byte, per sample": plain(flops / c.gradient_bytes),
+            "kept for backward per sample (KiB)": significant(c.activation_bytes_per_sample / 2**10),
+            "gradient (MiB)": significant(c.gradient_bytes / 2**20),
+            "FLOPs per gradient byte, per sample": significant(flops / c.gradient_bytes),
         })  # fmt: skip
     return pd.DataFrame(rows).set_index("model")
 

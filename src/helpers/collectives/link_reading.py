@@ -159,7 +159,7 @@ def describe_pricing(fits: pd.DataFrame, priced: dict, backend: str, device: str
     named by its α and 1/β."""
     chosen = fits.query("operation == 'all_reduce' and backend == @backend and device == @device")
     machine = (
-        "Chapter 5's step-time check (5.5), chapter 6's price of the sharded runs and chapter 7's held-out "
+        "Chapter 5's step-time check (5.9), chapter 6's price of the sharded runs and chapter 7's held-out "
         "test price DDP's all-reduce with the two-rank fit of the machine they model"
     )
     if (

@@ -198,19 +198,22 @@ def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
 
 def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
     """What a renter decides: each multi-GPU machine's speed-up against what its result costs over the
-    one-GPU offer (both with their bands), one panel per model, two across, log-log; right of x = 1 is
-    dearer, above y = 1 faster."""
+    one-GPU offer, one panel per model, two across, log-log; right of x = 1 is dearer, above y = 1 faster.
+    The band is a segment, not a cross: a result's dollars are the price ratio ÷ the speed-up, so its
+    slowest end is its dearest (a cross would draw pairs no input gives)."""
     frame = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
     models = list(dict.fromkeys(frame["model"]))
     machines = list(dict.fromkeys(frame["machine"]))
     figure, axes = panel_grid(len(models), columns=2, panel_height=3.1)
     for axis, model in zip(axes, models, strict=True):
-        rows = frame[frame["model"] == model]
-        for row in rows.itertuples():
-            one = rows.loc[[row.Index]]
-            axis.errorbar(one["cost_multiplier"], one["speedup"], xerr=_errors(one, "cost_multiplier"),
-                          yerr=_errors(one, "speedup"), fmt="o", capsize=2,
-                          color=f"C{machines.index(row.machine) % 10}", label=row.machine)  # fmt: skip
+        for row in frame[frame["model"] == model].itertuples():
+            color = f"C{machines.index(row.machine) % 10}"
+            slowest, fastest = (
+                (row.cost_multiplier_high, row.speedup_low),
+                (row.cost_multiplier_low, row.speedup_high),
+            )
+            axis.plot(*zip(slowest, fastest, strict=True), color=color, linewidth=2.5, alpha=0.5)
+            axis.plot([row.cost_multiplier], [row.speedup], "o", color=color, label=row.machine)
         axis.axhline(1, color="grey", linewidth=0.8)
         axis.axvline(1, color="grey", linewidth=0.8)
         axis.set(xscale="log", yscale="log", title=shown_name(model),

@@ -26,6 +26,7 @@ from helpers.costmodel.recommend import (
     fastest_batches,
     headline,
     result_band,
+    side,
     time_to_result,
 )
 from helpers.costmodel.seed import SEED_TRAFFIC
@@ -48,15 +49,15 @@ def short_verdict(verdict: str) -> str:
 
 def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
     """The loss model's out-of-sample test (``lossfit.out_of_sample``) in words: how many curves tested it,
-    the range of its errors with their signed median (a bias where they lean one way) and each curve's;
-    ``loss_error_brief``, the answer box's, gives the signed median alone where there is one."""
+    the range of its errors with their signed median (a bias where they lean one way; each curve's error is
+    in the chapter's folded table); ``loss_error_brief``, the answer box's, gives the signed median alone
+    where there is one."""
     if tested.empty:
         unknown = "an unknown amount (no out-of-sample test in this store)"
         return {
             "loss_tested": "no curve",
             "loss_error_range": unknown,
             "loss_error_brief": unknown,
-            "loss_per_curve": "none of this store's curves reaches its target after its fitted points",
         }
     size = tested["error (%)"].abs().dropna()
     never = len(tested) - len(size)
@@ -70,18 +71,14 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
         later, median = int((signed > 0).sum()), f"{signed.median():+.0f} %"
         spread += f" (median {median}; {later} of {len(signed)} predicted later than they came)"
         share = f"all {later}" if later == len(signed) else f"{later} of {len(signed)}"
-        brief = f"a median of {median} ({share} later than they came)"
+        brief = f"a median of {median} (too late on {share})"
     if never and not size.empty:
         failed = f", and on {never} the fit never reaches the target (a failed prediction)"
         spread, brief = spread + failed, brief + failed
-    pairs = zip(tested["curve"], tested["error (%)"], strict=True)
     return {
         "loss_tested": counted(len(tested), "curve"),
         "loss_error_range": spread,
         "loss_error_brief": brief,
-        "loss_per_curve": "; ".join(
-            f"{curve}: {'never reached' if pd.isna(error) else f'{error:+.0f} %'}" for curve, error in pairs
-        ),
     }
 
 
@@ -358,12 +355,12 @@ def roofline_error_sentences(errors: pd.DataFrame) -> dict[str, str]:
         if measured.groupby("model")["batch"].nunique().min() >= 2:  # a line needs two batches
             notes.append(
                 f"Straight lines fitted through these steps (step time against batch, per model) replace the "
-                f"roofline for the {gpu} in every prediction below; their band pairs the fastest one-GPU "
-                "steps with the slowest k-GPU ones, and the reverse."
+                f"roofline for the {gpu} in every prediction of this chapter; their band pairs the fastest "
+                "one-GPU steps with the slowest k-GPU ones, and the reverse."
             )
     if (errors["error_percent"] < 0).all():
-        notes.append("Every other GPU below is still priced by the roofline, which fell short of every step "
-                     "measured here.")  # fmt: skip
+        notes.append("Every other GPU of this chapter is still priced by the roofline, which fell short of "
+                     "every step measured here.")  # fmt: skip
     return {"roofline_error_note": PARAGRAPH_BREAK.join(notes), "roofline_error_short": "; ".join(shorts),
             "roofline_host_band": host_band()}  # fmt: skip
 
@@ -463,16 +460,14 @@ def dollar_sentences(several: pd.DataFrame) -> tuple[str, str]:
         money = "whether a result costs more depends on inputs not known yet (see the table)"
     speed = []
     for name, rows in several.groupby("model", sort=False):
-        faster = rows["faster"]
-        if faster.eq("faster" + WHATEVER).all():
+        faster = rows["faster"].map(side)
+        if faster.eq("faster").all():
             speed.append(f"`{name}` runs faster on every one")
-        elif faster.eq("slower" + WHATEVER).all():
+        elif faster.eq("slower").all():
             speed.append(f"`{name}` runs slower on every one")
         else:
-            sides = [
-                f"{side} on {n}" for side in ("faster", "slower") if (n := faster.eq(side + WHATEVER).sum())
-            ]
-            open_ = int((~faster.str.endswith(WHATEVER)).sum())
+            sides = [f"{word} on {n}" for word in ("faster", "slower") if (n := faster.eq(word).sum())]
+            open_ = int(faster.isna().sum())
             if sides:
                 told = f"`{name}` runs {listed(sides)}"
                 told += f", and on {open_} its verdict depends on inputs not yet measured" if open_ else ""
@@ -531,10 +526,10 @@ def price_per_gpu_sentences() -> dict[str, str]:
     text = ""
     if same:
         text = (f"Where a machine charges the same per GPU as its one-GPU offer ({listed(same)}) that is "
-                "k ÷ speed-up, so \"faster and no dearer\" would need perfect scaling.")  # fmt: skip
+                "\\(k\\) ÷ speed-up, so \"faster and no dearer\" would need perfect scaling.")  # fmt: skip
     if premiums:
         text += (
-            " Where it charges more per GPU, it is that premium times k ÷ speed-up (per GPU, against "
+            " Where it charges more per GPU, it is that premium times \\(k\\) ÷ speed-up (per GPU, against "
             f"the one-GPU offer: {listed(premiums)})."
         )
     if alone:
@@ -622,27 +617,31 @@ SEED_SAID = {"LinearNet": "slower", "ConvNet": "faster"}  # the seed's verdicts 
 
 
 def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
-    """Per model, four GPUs against one over the seed's sweep (``seed.seed_verdict_table``), and whether
-    each agrees with the seed's verdict at every batch over the whole band."""
+    """Per model, four GPUs against one over the seed's sweep (``seed.seed_verdict_table``), each verdict
+    with the speed-ups of the batches it holds at (a "faster" never beside another batch's 0.39×), and
+    whether each agrees with the seed's verdict at every batch over the whole band."""
+
+    def band(rows: pd.DataFrame) -> str:
+        return f"{rows['speedup_low'].min():.3g}–{rows['speedup_high'].max():.3g}×"
+
     notes = []
     for name, rows in verdicts.groupby("model", sort=False):
         kinds = list(dict.fromkeys(rows["faster"].map(short_verdict)))
         if len(kinds) == 1:
-            found = kinds[0] + " at every batch"
+            found = f"{kinds[0]} at every batch (speed-up {band(rows)} over the sweep and the band)"
         else:
             ordered = rows.sort_values("global_batch")
-            pairs = zip(
-                ordered["global_batch"].astype(int), ordered["faster"].map(short_verdict), strict=True
+            batches = ordered["global_batch"].astype(int)
+            runs = stats.batch_runs(zip(batches, ordered["faster"].map(short_verdict), strict=True))
+            found = "mixed: " + "; ".join(
+                f"{phrase} ({band(ordered[batches.between(first, last)])})"
+                for phrase, (_, first, last) in zip(stats.run_phrases(runs), runs, strict=True)
             )
-            found = "mixed: " + "; ".join(stats.run_phrases(stats.batch_runs(pairs)))
-        band = f"{rows['speedup_low'].min():.3g}–{rows['speedup_high'].max():.3g}×"
-        notes.append(
-            f"`{name}` on four GPUs against one: {found} (speed-up {band} over the sweep and the band)"
-        )
+        notes.append(f"`{name}` on four GPUs against one: {found}")
     models = set(verdicts["model"])
     agree = []
     for name, word in SEED_SAID.items():
-        if name in models and verdicts.loc[verdicts["model"] == name, "faster"].eq(word + WHATEVER).all():
+        if name in models and verdicts.loc[verdicts["model"] == name, "faster"].map(side).eq(word).all():
             agree.append(name)
     disagree = [name for name in SEED_SAID if name in models and name not in agree]
     if not disagree:

@@ -31,6 +31,7 @@ from helpers.costmodel.gpus import (
 from helpers.costmodel.money import SECONDS_PER_HOUR, break_even_hour_value
 from helpers.costmodel.specs import (
     CENTRAL,
+    CORNER,
     GPU,
     GPUS,
     INPUTS,
@@ -53,7 +54,7 @@ from helpers.dataparallel import SAMPLE_BYTES, chunk_sizes
 from helpers.ddp import ddp_bucket_bytes
 from helpers.paths import results_dir
 from helpers.results import read_json, short_hash
-from helpers.stats import ratio_figures, spread
+from helpers.stats import listed, ratio_figures, spread, verdict_words
 from helpers.train import counted
 
 METHODS = ("dataparallel", "ddp_overlap")
@@ -68,11 +69,14 @@ EIGHT_GPU_MACHINES = ("AWS p3.16xlarge", "AWS p4de.24xlarge", "AWS p5.48xlarge",
                       "AWS g6e.48xlarge")  # fmt: skip
 OUTPUT_BYTES = 10 * 4  # ten float32 logits per sample
 
+# A prediction's basis as a reader reads it: a measured GPU's one-GPU steps still meet a modelled all-reduce
+BASIS_WORDS = {"measured": "measured 1-GPU steps, modelled all-reduce", "roofline": "roofline"}
+
 NO_GPU_MEASURED = (
     "No GPU has been measured by this study yet (no step times at two or more batches from `make gpu-check` "
-    "or a `gpu`-profile run): every GPU figure below comes from the roofline, with its band. When such "
-    "records exist, lines through their measured steps replace the roofline for that GPU, and this table "
-    "shows the roofline's error against them."
+    "or a `gpu`-profile run): every GPU figure of this chapter comes from the roofline, with its band. "
+    "When such records exist, lines through their measured steps replace the roofline for that GPU, and "
+    "this table shows the roofline's error against them."
 )
 
 Compute = Callable[[int], dict]  # per-GPU batch → forward, backward and optimizer seconds
@@ -373,24 +377,66 @@ def depends_on(rows: pd.DataFrame, column: str, threshold: float) -> list[str]:
 
 def verdict(rows: pd.DataFrame, column: str, threshold: float, above: str, below: str) -> str:
     """``above`` or ``below`` "whatever the inputs" when the whole band of ``column`` lies on one side
-    of ``threshold``; otherwise what it depends on and what measures that."""
+    of ``threshold``; otherwise what it depends on and what measures that. Against 1 a speed-up's "faster"
+    or "slower" adds "by under 10 %" where the whole band lies that close to 1, as a measured one does
+    (``stats.verdict_words``): a predicted 0.996× is not "slower" in any sense that matters."""
     values = rows[column].dropna()
     if values.empty:
         return "no price to compare"
-    if values.min() >= threshold * (1 - 1e-9):  # a one-GPU machine's speed-up is 1 to rounding
-        return f"{above} whatever the inputs"
-    if values.max() < threshold * (1 - 1e-9):
-        return f"{below} whatever the inputs"
+    low, high = values.min(), values.max()
+    if low >= threshold * (1 - 1e-9):  # a one-GPU machine's speed-up is 1 to rounding
+        return f"{verdict_words(above, low, high) if threshold == 1 else above} whatever the inputs"
+    if high < threshold * (1 - 1e-9):
+        return f"{verdict_words(below, low, high) if threshold == 1 else below} whatever the inputs"
+    names, phrase = deciding_inputs(rows, column, threshold)
+    return f"depends on {phrase}: {measure_with(names)}" if names else f"depends on {phrase}"
+
+
+def side(verdict: str) -> str | None:
+    """The side of a ``verdict`` that holds whatever the inputs, "faster" or "slower" ("slower by under
+    10 % whatever the inputs" is slower); None for one that depends on the inputs or is no speed verdict."""
+    word = verdict.split(" ")[0]
+    return word if verdict.endswith(" whatever the inputs") and word in ("faster", "slower") else None
+
+
+def deciding_inputs(rows: pd.DataFrame, column: str, threshold: float) -> tuple[list[str], str]:
+    """What carries ``column`` across ``threshold`` over the scenarios of ``rows``, as names and in words:
+    the inputs that alone can, from one end of their range ("the a and the b (each alone can tip it)");
+    where none can alone, the inputs that sit at the same end in every corner that crosses, which only
+    together tip it ("the inputs together (none alone tips it; only the a and the b, each at one end, do:
+    8 of 64 corners)") — what to measure. Where the crossing corners share no input's end, the inputs are
+    named whose ends alone bring it nearest the threshold."""
     names = depends_on(rows, column, threshold)
-    together = not names  # no input alone carries it across: the two that move it most, together
-    if together:
-        swing = {name: np.ptp(rows.loc[rows["scenario"].str.startswith(name + ":"), column])
-                 for name in INPUTS if (rows["scenario"].str.startswith(name + ":")).any()}  # fmt: skip
-        names = sorted(swing, key=swing.get, reverse=True)[:2]
-    if together:
-        return f"depends on {' and '.join(names)} together (neither alone decides): {measure_with(names)}"
-    either = " (either alone can decide)" if len(names) > 1 else ""
-    return f"depends on the {' and the '.join(names)}{either}: {measure_with(names)}"
+    if names:
+        each = " (each alone can tip it)" if len(names) > 1 else ""
+        return names, listed(f"the {name}" for name in names) + each
+    above = rows[column] >= threshold * (1 - 1e-9)
+    central = bool(above[rows["scenario"] == "central"].iloc[0])
+    corners = rows["scenario"].str.startswith(CORNER)
+    crossing = rows.loc[corners & (above != central), "scenario"]
+    sides = [dict(end.rsplit(" ", 1) for end in label.removeprefix(CORNER).split("; ")) for label in crossing]
+    names = [name for name in sides[0] if len({side[name] for side in sides}) == 1] if sides else []
+    if names:
+        together = listed(f"the {name}" for name in names)
+        count = f"{len(sides)} of {int(corners.sum())} corners"
+        return (
+            names,
+            f"the inputs together (none alone tips it; only {together}, each at one end, do: {count})",
+        )
+    gap = abs(float(rows.loc[rows["scenario"] == "central", column].iloc[0]) - threshold)
+    nearer = {}
+    for name in INPUTS:
+        ends = rows.loc[rows["scenario"].isin([f"{name}: low", f"{name}: high"]), column]
+        if len(ends):
+            nearer[name] = gap - (ends - threshold).abs().min()
+    names = [name for name in sorted(nearer, key=nearer.get, reverse=True)[:2] if nearer[name] > 0]
+    if not names:
+        return [], "the inputs together (none alone tips it)"
+    bring = "brings" if len(names) == 1 else "bring"
+    return (
+        names,
+        f"the inputs together (none alone tips it; {listed(f'the {n}' for n in names)} {bring} it nearest)",
+    )
 
 
 def measure_with(names: list[str]) -> str:
@@ -566,7 +612,8 @@ def result_costs(
     predicted = summarize(scenario_predictions((model,), machines, (training_batch,), samples=samples,
                                                epochs=epochs, measured=measured))  # fmt: skip
     gpu_rows = pd.DataFrame({
-        "setup": predicted["machine"], "basis": "predicted: " + predicted["basis"], "epochs": epochs,
+        "setup": predicted["machine"], "basis": "predicted: " + predicted["basis"].map(BASIS_WORDS),
+        "epochs": epochs,
         "seconds": predicted["epoch_seconds"] * epochs, "hours": predicted["epoch_seconds"] * epochs / 3600,
         "dollars": predicted["dollars_per_run"], "seconds_low": predicted["epoch_seconds_low"] * epochs,
         "seconds_high": predicted["epoch_seconds_high"] * epochs,

@@ -21,7 +21,7 @@ from helpers.costmodel.recommend import (
     TRAIN_CLIPS,
     ddp_buckets,
     ddp_shards,
-    depends_on,
+    deciding_inputs,
     roofline_compute,
 )
 from helpers.costmodel.specs import GPUS, LINKS, scenarios
@@ -123,10 +123,7 @@ def _against_data(frame: pd.DataFrame, column: str, cap: int) -> str:
         return HELD
     if need.min() > cap:
         return NOT_HELD
-    deciding = depends_on(frame.assign(spare=cap - need), "spare", 0)
-    return HELD_OR_NOT + (
-        " and ".join(f"the {name}" for name in deciding) if deciding else "the inputs together"
-    )
+    return HELD_OR_NOT + deciding_inputs(frame.assign(spare=cap - need), "spare", 0)[1]
 
 
 def condition_table(

@@ -1,4 +1,4 @@
-"""Chapter 5's rule for your own model, in words (section 5.9 and its takeaway): per model and eight-GPU
+"""Chapter 5's rule for your own model, in words (section 5.6 and its takeaway): per model and eight-GPU
 machine, the all-reduce left after backward (all of it with one DDP bucket, the last bucket's with several)
 beside each GPU's step without it, and the per-GPU batch that outgrows the fixed cost, against the data.
 """
@@ -26,8 +26,8 @@ def _against(rows: pd.DataFrame, column: str) -> tuple[int, int]:
 def fits_phrase(within: int, never: int, machines: int) -> str:
     """Of ``machines`` eight-GPU machines, on how many the training set holds a global batch whatever the
     inputs (``within``), on how many never, and on how many it depends on the inputs, with no count of
-    zero said: "whatever the inputs on all 5 eight-GPU machines", "whatever the inputs on none of the 5
-    eight-GPU machines: on all 5 it depends on the inputs" ("both" for two)."""
+    zero said: "whatever the inputs on all 5 eight-GPU machines", "on none of the 5 eight-GPU machines
+    whatever the inputs: on all 5 only at some inputs" ("both" for two)."""
     named = f"{machines} eight-GPU machine{'' if machines == 1 else 's'}"
     every = {1: named, 2: "both eight-GPU machines"}.get(machines, f"all {named}")
     rest = machines - within - never
@@ -38,9 +38,9 @@ def fits_phrase(within: int, never: int, machines: int) -> str:
     others = [f"never on {never}"] if never else []
     if rest:
         where = f"the other {rest}" if within or never else {1: "it", 2: "both"}.get(rest, f"all {rest}")
-        others.append(f"on {where} it depends on the inputs")
+        others.append(f"on {where} only at some inputs")
     if not within:
-        return f"whatever the inputs on none of the {named}: " + listed(others)
+        return f"on none of the {named} whatever the inputs: " + listed(others)
     return f"whatever the inputs on {within} of {named}" + ("; " + listed(others) if others else "")
 
 
@@ -202,7 +202,7 @@ def rule_sentences(conditions: pd.DataFrame, example: str = "AWS p5.48xlarge") -
     if single:
         notes.append(
             "For a one-bucket model the first condition is therefore a cost, not a threshold: the table sets "
-            "that cost beside the compute it is paid on, and the step predictions of 5.7 weigh the two."
+            "that cost beside the compute it is paid on, and the step predictions of 5.4 weigh the two."
         )
         notes.append(first_bucket_note(single))
     if len(edge):

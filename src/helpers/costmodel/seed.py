@@ -15,7 +15,7 @@ import pandas as pd
 
 from helpers.costmodel import configurations as configs
 from helpers.costmodel.gpus import gradient_bytes
-from helpers.costmodel.recommend import SEED_BATCH_SIZES, scenario_predictions, summarize
+from helpers.costmodel.recommend import SEED_BATCH_SIZES, scenario_predictions, side, summarize
 from helpers.dataparallel import bytes_per_epoch
 from helpers.models import build_model
 
@@ -45,8 +45,7 @@ def seed_verdicts(check: pd.DataFrame) -> dict[str, str]:
     "faster", or "mixed" where some batch or some input decides otherwise (chapter 2 quotes these)."""
     verdicts = {}
     for model, rows in seed_verdict_table(check).groupby("model", sort=False):
-        words = {verdict.split(" whatever")[0] if verdict.endswith("whatever the inputs") else "mixed"
-                 for verdict in rows["faster"]}  # fmt: skip
+        words = {side(verdict) or "mixed" for verdict in rows["faster"]}
         verdicts[model] = words.pop() if len(words) == 1 else "mixed"
     return verdicts
 

@@ -327,18 +327,23 @@ SINGLE_GPU_INPUTS = tuple(name for name in ROOFLINE_INPUTS if INPUTS[name][0] !=
 MEASURED_INPUTS = ("spread of the measured steps", "per-op host overhead", "achieved link bandwidth")
 
 
+CORNER = "corner: "  # a corner scenario's label: "corner: <input> low; <input> high; …"
+
+
 def scenarios(inputs=ROOFLINE_INPUTS) -> list[tuple[str, Scenario]]:
     """(label, scenario) pairs spanning ``inputs``: the central values, each input alone at its low and
-    high end (labelled "<input>: low/high", for naming what a verdict depends on), and every corner."""
+    high end (labelled "<input>: low/high", for naming what a verdict depends on), and every corner
+    (labelled "corner: <input> low; <input> high; …", for naming the inputs a crossing needs together)."""
     found = [("central", CENTRAL)]
     for name in inputs:
         field, low, high, _ = INPUTS[name]
         found += [(f"{name}: low", replace(CENTRAL, **{field: low})),
                   (f"{name}: high", replace(CENTRAL, **{field: high}))]  # fmt: skip
     ends = [(INPUTS[name][0], INPUTS[name][1:3]) for name in inputs]
-    for values in itertools.product(*(pair for _, pair in ends)):
-        corner = replace(CENTRAL, **{field: value for (field, _), value in zip(ends, values, strict=True)})
-        found.append(("corner", corner))
+    for sides in itertools.product(("low", "high"), repeat=len(ends)):
+        values = {field: pair[side == "high"] for (field, pair), side in zip(ends, sides, strict=True)}
+        label = "; ".join(f"{name} {side}" for name, side in zip(inputs, sides, strict=True))
+        found.append((f"{CORNER}{label}", replace(CENTRAL, **values)))
     return found
 
 

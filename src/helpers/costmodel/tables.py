@@ -5,13 +5,15 @@ loop, filter and pivot in view."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 from IPython.display import Markdown
 
-from helpers.costmodel import money, specs
+from helpers.costmodel import configurations, money, specs
 from helpers.costmodel.prose import METHOD_NAMES, WHATEVER
 from helpers.costmodel.recommend import (
+    BASIS_WORDS,
     TRAIN_CLIPS,
     fastest_batches,
     measure_with,
@@ -20,7 +22,7 @@ from helpers.costmodel.recommend import (
     time_to_result,
 )
 from helpers.costmodel.rule import FLOOR, HELD, HELD_OR_NOT, HIDE, NOT_HELD
-from helpers.stats import significant
+from helpers.stats import MATTERS, significant
 from helpers.train import counted
 
 
@@ -59,8 +61,9 @@ def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
         "no dearer?": summary["dollars"],
         "global batch": summary["global_batch"], "per-GPU batch": summary["per_gpu_batch"],
         "step (ms)": banded(summary, "step_seconds", 1e3), "speed-up (×)": banded(summary, "speedup"),
-        "dollars per run": banded(summary, "dollars_per_run"),
-        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"), "basis": summary["basis"],
+        "cents per run": banded(summary, "dollars_per_run", 100),
+        "dollars over one GPU's (×)": banded(summary, "cost_multiplier"),
+        "basis": summary["basis"].map(BASIS_WORDS),
     })  # fmt: skip
     if summary["global_batch"].nunique() == 1:  # one global batch: said once, in a header
         table = table.drop(columns="global batch").rename(
@@ -84,17 +87,17 @@ def renter_table(summary: pd.DataFrame, hour_value: float) -> pd.DataFrame:
     shown = pd.DataFrame({
         "model": priced["model"], "machine": priced["machine"],
         "speed-up (×)": banded(priced, "speedup"), "dollars (×)": banded(priced, "cost_multiplier"),
-        "cheaper in total above ($ an hour)": worth, f"at ${hour_value:g} an hour": verdicts,
+        "break-even value of your hour ($)": worth, f"at ${hour_value:g} an hour": verdicts,
     }).set_index(["model", "machine"])  # fmt: skip
     return shown if hour_value else shown.iloc[:, :-1]  # at 0 the verdict is the dollars' own
 
 
 def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
-    """``result_costs`` for reading: seconds and dollars to three significant digits, as "central
-    (lowest–highest)" where banded (``banded``)."""
+    """``result_costs`` for reading: seconds and cents (a result of these small models costs a fraction of
+    a dollar) to three significant digits, as "central (lowest–highest)" where banded (``banded``)."""
     return pd.DataFrame({"model": costs["model"], "setup": costs["setup"], "basis": costs["basis"],
                          "epochs": costs["epochs"], "seconds": banded(costs, "seconds"),
-                         "dollars": banded(costs, "dollars")})  # fmt: skip
+                         "cents per result": banded(costs, "dollars", 100)})  # fmt: skip
 
 
 def condition_display(conditions: pd.DataFrame) -> pd.DataFrame:
@@ -149,15 +152,36 @@ def depends_coded(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
     coded = table.assign(**{c: table[c].map(short) for c in columns})
     whole = [value for value in cells if isinstance(value, str) and value.endswith(WHATEVER)]
-    said = ["A verdict without a number holds whatever the inputs: over the whole band."] if whole else []
+    said = ["A verdict without a note (n) holds whatever the inputs: over the whole band."] if whole else []
+    if any("by under" in value for value in whole):
+        said.append(
+            f'"by under {MATTERS * 100:.0f} %": the whole band lies within {MATTERS * 100:.0f} % of 1×.'
+        )
     numbered = [f"({n}) {reason}." for n, reason in enumerate(reasons, 1)]
     coded.attrs["notes"] = [*table.attrs.get("notes", []), *said, *numbered]
     return coded
 
 
+def sources_noted(table: pd.DataFrame, column: str, numbering: list[str] | None = None) -> pd.DataFrame:
+    """``table`` with each distinct value of ``column`` (a source) replaced by its number, "[n]" in the
+    order of ``numbering`` (another table's sources, so that both number them alike) or else of reading,
+    and said once in ``attrs["notes"]``: a source that fourteen rows share is read once, under the table,
+    not on every row. The notes are Markdown, so a source's "$", "*" and "_" are escaped: they stay
+    characters, not math or emphasis."""
+    order = list(dict.fromkeys([*(numbering or []), *table[column]]))
+    numbers = {source: order.index(source) + 1 for source in dict.fromkeys(table[column])}
+    noted = table.assign(**{column: table[column].map(lambda source: f"[{numbers[source]}]")})
+    said = [
+        f"[{n}] " + re.sub(r"([$*_])", r"\\\1", source)
+        for source, n in sorted(numbers.items(), key=lambda item: item[1])
+    ]
+    noted.attrs["notes"] = [*table.attrs.get("notes", []), *said]
+    return noted
+
+
 def table_notes(table: pd.DataFrame) -> Markdown:
-    """A table's notes (``attrs["notes"]``: what its "depends (n)" depend on), one line each, to show
-    under it."""
+    """A table's notes (``attrs["notes"]``: what its "depends (n)" depend on, its sources), one line each,
+    to show under it."""
     notes = table.attrs.get("notes", [])
     return Markdown("\n".join(f"- {note}" for note in notes) if notes else "")
 
@@ -167,8 +191,6 @@ def _depends(against_data: str) -> str:
     the note says it: "depends on …: measure it with …", as the verdicts say it (where no single input
     decides, says so)."""
     said = against_data.replace(HELD_OR_NOT, "depends on ")
-    if said.endswith("the inputs together"):
-        return said + ": no single input decides"
     names = [name for name in specs.INPUTS if f"the {name}" in said]
     return f"{said}: {measure_with(names)}" if names else said
 
@@ -227,15 +249,23 @@ def roofline_display(roofline: pd.DataFrame, batches) -> pd.DataFrame:
 
 def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """For one model: seconds and dollars to chapter 6's target at every machine and global batch (the
-    band, for the figure), and per machine the fastest global batch, for reading."""
+    band, for the figure), and per machine the fastest global batch, for reading (in cents: a fraction of
+    a dollar); a fastest batch every machine shares goes into the headers."""
     bands = result_band(time_to_result(per_scenario, relation))
     best = fastest_batches(bands)
     shown = best.assign(**{"seconds to target": banded(best, "seconds_to_target"),
-                           "dollars to target ($)": banded(best, "dollars_to_target")})  # fmt: skip
-    shown = shown[["machine", "gpus", "global_batch", "seconds to target", "dollars to target ($)"]]
-    return bands, shown.rename(columns={"gpus": "GPUs", "global_batch": "fastest global batch"}).set_index(
+                           "cents to target": banded(best, "dollars_to_target", 100)})  # fmt: skip
+    shown = shown[["machine", "gpus", "global_batch", "seconds to target", "cents to target"]]
+    shown = shown.rename(columns={"gpus": "GPUs", "global_batch": "fastest global batch"}).set_index(
         "machine"
     )
+    batches = shown["fastest global batch"].unique()
+    if len(batches) == 1:  # one batch is every machine's fastest: said once, in the headers
+        at = f", global batch {int(batches[0]):,}"
+        shown = shown.drop(columns="fastest global batch").rename(
+            columns={"seconds to target": f"seconds to target{at}", "cents to target": f"cents to target{at}"}
+        )
+    return bands, shown
 
 
 def seed_verdict_display(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -260,10 +290,23 @@ def price_display() -> pd.DataFrame:
     shown = pd.DataFrame({
         "offer": prices["offer"], "GPU": prices["gpu"], "GPUs": prices["gpus"],
         "price ($)": prices["dollars"].map(cents), "per": prices["per"],
-        "price per GPU ($)": prices["dollars_per_gpu"].map(cents), "source": prices["source"],
-        "date": prices["date"],
+        "price per GPU ($)": prices["dollars_per_gpu"].map(cents), "source": price_sources(),
     })  # fmt: skip
-    return shown.set_index("offer")
+    return sources_noted(shown, "source").set_index("offer")
+
+
+def price_sources() -> pd.Series:
+    """Each price row's source and date, as the prices and machines tables number them."""
+    prices = money.price_table()
+    return prices["source"] + ", " + prices["date"]
+
+
+def machines_display() -> pd.DataFrame:
+    """``configurations.configuration_table`` for reading, by machine: each price's source and date said
+    once under the table (``table_notes``), not on each of the rows that share it."""
+    machines = configurations.configuration_table()
+    noted = sources_noted(machines, "price source", numbering=list(price_sources()))
+    return noted.rename(columns={"price source": "source"}).set_index("machine")
 
 
 TABLE_ONE_COLUMNS = {

@@ -200,7 +200,9 @@ def replicas_side_by_side(time_model: TimeModel, model: str, global_batch: int, 
 
 def dataparallel_sharing(validated: pd.DataFrame, time_model: TimeModel) -> pd.DataFrame:
     """The DataParallel rows of ``validate``: measured, predicted, and ``replicas_side_by_side`` plus the
-    same predicted transfers, each with its signed error (%)."""
+    same predicted transfers, each with its signed error (%); no rows where nothing was validated."""
+    if validated.empty:  # no multi-rank measurement in the store: an empty table, said so beside it
+        return pd.DataFrame(columns=["model", "replicas", "global batch"])
     rows = validated[validated["method"] == "dataparallel"].copy()
     rows["side_by_side_seconds"] = [
         replicas_side_by_side(time_model, row.model, int(row.global_batch), int(row.ranks))
