@@ -153,7 +153,11 @@ def test_readers_see_no_set_up_and_nothing_runs_off_the_page(browser, served, pa
 
 # A code block or image must fit the column; a table may be wider only inside an output that scrolls
 # sideways, and that output must fit the column; a text report folded under a labelled toggle may scroll.
-RUNS_OFF = """
+# Code a reader reads as code (a cell's input, a page's code block), not a printed output
+CODE_BLOCKS = """const CODE = '.cell_input, div[class*="highlight-"]:not(.output)';"""
+RUNS_OFF = (
+    CODE_BLOCKS
+    + """
 const right = document.querySelector('article').getBoundingClientRect().right + 1;
 const scroller = e => {
   for (let p = e.parentElement; p && p.tagName !== 'ARTICLE'; p = p.parentElement) {
@@ -165,12 +169,13 @@ return [...document.querySelectorAll('article pre, article table, article img')]
   const box = e.tagName === 'TABLE' && scroller(e) ? scroller(e) : e;
   const foldedScroller = e.closest('details') && getComputedStyle(e).overflowX === 'auto';
   // on a phone code keeps its lines and scrolls sideways (wrapped, it broke identifiers mid-name)
-  const codeScroller = e.closest('.cell_input') && getComputedStyle(e).whiteSpace === 'pre'
+  const codeScroller = e.closest(CODE) && getComputedStyle(e).whiteSpace === 'pre'
     && getComputedStyle(e).overflowX === 'auto';
   return (box === e && !foldedScroller && !codeScroller && e.scrollWidth > e.clientWidth + 1)
     || box.getBoundingClientRect().right > right;
 }).map(e => e.tagName + ': ' + e.innerText.slice(0, 80));
 """
+)
 # Every word of every table header (split at spaces, hyphens and slashes) lies on one line.
 BROKEN_HEADERS = """
 const broken = [];
@@ -296,7 +301,9 @@ def test_math_renders_offline_and_no_raw_delimiters_show(browser, served, page):
 # Issue 38's layout budgets, measured on the rendered page: every paragraph keeps them, the generated
 # readings too (a long one is glued as Markdown paragraphs: ``chapter.glue_all``'s ``markdown``).
 PARAGRAPH_WORDS, OUTPUT_LINES, TABLE_DIGITS, ANSWER_WORDS = 200, 60, 4, 45
-BUDGETS = """
+BUDGETS = (
+    CODE_BLOCKS
+    + """
 if (window.labelScrollers) labelScrollers();  // the page's own labelling (scroll-hint.js), at this width
 const article = document.querySelector('article');
 const folded = e => e.closest('details') !== null && !e.closest('details').open;
@@ -337,7 +344,7 @@ const figures = [...article.querySelectorAll('.cell_output img')].filter(i => i.
   .map(i => i.clientWidth / i.naturalWidth * arguments[6]).filter(px => px < arguments[5] - 0.05)
   .map(px => px.toFixed(1));
 // on a phone code scrolls sideways rather than wrap (wrapped, a long line broke identifiers mid-name)
-const wrapped_code = screen < 600 ? [...article.querySelectorAll('.cell_input pre')]
+const wrapped_code = screen < 600 ? [...article.querySelectorAll('pre')].filter(p => p.closest(CODE))
   .filter(p => getComputedStyle(p).whiteSpace !== 'pre').map(p => p.innerText.slice(0, 40)) : [];
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
@@ -347,6 +354,7 @@ return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wi
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
+)
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -399,3 +407,62 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     if page.startswith("book/chapters/"):  # on a phone, the answer box starts on the first screen
         screens = 2 if width == 1280 else 1
         assert found["answer"] is not None and found["answer"] < screens, f"{page}: the answer starts late"
+
+
+# Every fold opened, as a reader opens it: a folded text report wider than the column says it scrolls.
+OPENED_FOLDS = """
+const done = arguments[arguments.length - 1];
+document.querySelectorAll('article details').forEach(d => { d.open = true; });
+setTimeout(() => done([...document.querySelectorAll('article .tag_hide-output .cell_output pre')]
+  .filter(p => p.scrollWidth > p.clientWidth + 1)
+  .filter(p => !/scroll sideways/i.test(getComputedStyle(p, '::before').content))
+  .map(p => p.innerText.slice(0, 60))), 300);
+"""
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_an_opened_fold_says_when_its_report_scrolls_sideways(browser, served, page):
+    metrics = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        load(browser, f"{served}/{page}")
+        unlabelled = browser.execute_async_script(OPENED_FOLDS)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert not unlabelled, f"{page} at 390 px: an opened fold scrolls sideways unlabelled: {unlabelled}"
+
+
+# Chapter 5 answers (5.1–5.7) before its reference (5.8–5.10: the loss model, the step model here, the
+# roofline): the renter's table, the table a reader came for, is reached without scrolling through them.
+RENTER_TABLE_SCREENS = 8
+ANSWER_ORDER = """
+const top = id => {
+  const s = document.getElementById(id); return s ? s.getBoundingClientRect().top + window.scrollY : null; };
+const renter = document.querySelector('#what-a-renter-decides > .cell table');
+return {renter: renter ? (renter.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
+        answers: ['what-a-renter-decides', 'the-rule-for-your-own-model-two-conditions-on-the-per-gpu-batch',
+                  'checked-against-the-seed'].map(top),
+        reference: ['how-the-loss-falls-the-optimus-model',
+                    'time-per-step-on-this-machine-predicted-and-checked',
+                    'what-a-gpu-would-do-the-roofline-and-its-band'].map(top)};
+"""
+
+
+def test_the_cost_model_answers_before_its_reference(browser, served):
+    """At 1280 px, chapter 5's renter table starts within its first eight screens, and every section that
+    answers comes before the reference sections."""
+    page = next(page for page in toc_pages() if page.endswith("05_cost_model.html"))
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+    )
+    try:
+        load(browser, f"{served}/{page}")
+        found = browser.execute_script(ANSWER_ORDER)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert None not in found["answers"] + found["reference"], f"{page}: a section is missing: {found}"
+    assert max(found["answers"]) < min(found["reference"]), f"{page}: reference before an answer: {found}"
+    assert found["renter"] is not None and found["renter"] < RENTER_TABLE_SCREENS, (
+        f"{page}: the renter's table starts {found['renter']} screens down"
+    )
