@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from helpers.costmodel import configurations as configs
-from helpers.costmodel import gpus, recommend, specs, tables
+from helpers.costmodel import gpus, prose, recommend, specs, tables
 from helpers.costmodel.timemodel import ComputeLine
 from helpers.dataparallel import SAMPLE_BYTES
 from helpers.results import ResultStore
@@ -139,8 +139,9 @@ def test_a_verdict_holds_over_the_whole_band_or_names_what_to_measure():
     # no input alone crosses 1 (the link's ends 1.01 and 1.2), an unlabelled corner does: the inputs
     # together, naming the one whose end comes nearest to crossing
     assert recommend.verdict(together, "speedup", 1, "faster", "slower") == (
-        "depends on the inputs together (none alone tips it; the achieved link bandwidth brings it nearest): "
-        'measure it with chapter 4\'s all-reduce benchmark on the rented machine ("make study PROFILE=gpu")'
+        "depends on the inputs together (no input alone tips it; the achieved link bandwidth brings it "
+        "nearest): measure it with chapter 4's all-reduce benchmark on the rented machine "
+        '("make study PROFILE=gpu")'
     )
 
 
@@ -164,8 +165,8 @@ def test_a_predicted_speed_up_within_10_percent_of_one_says_so():
 
 def test_inputs_that_tip_a_verdict_only_together_are_those_every_crossing_corner_shares():
     # 1.1 at the central inputs; each end alone stays above 1; of the four corners only the one with the
-    # host overhead high and the link low crosses: those two are named, the efficiency (low in every
-    # corner here) with them, since every crossing corner has it at its low end too
+    # host overhead high and the link low crosses: those two ends are named, and which end; the efficiency
+    # is named with neither, since its ends alone do not move the speed-up (1.1 at both)
     host, link, efficiency = "per-op host overhead", "achieved link bandwidth", "matrix-product efficiency"
     corners = {
         f"corner: {host} {h}; {link} {b}; {efficiency} low": value
@@ -173,13 +174,25 @@ def test_inputs_that_tip_a_verdict_only_together_are_those_every_crossing_corner
                               ("high", "high"): 1.05}.items()
     }  # fmt: skip
     rows = scenario_rows({"central": 1.1, f"{host}: low": 1.2, f"{host}: high": 1.02, f"{link}: low": 1.03,
-                          f"{link}: high": 1.2, **corners})  # fmt: skip
+                          f"{link}: high": 1.2, f"{efficiency}: low": 1.1, f"{efficiency}: high": 1.1,
+                          **corners})  # fmt: skip
     names, said = recommend.deciding_inputs(rows, "speedup", 1.0)
-    assert names == [host, link, efficiency]
+    assert names == [host, link]
     assert said == (
-        "the inputs together (none alone tips it; only the per-op host overhead, the achieved link bandwidth "
-        "and the matrix-product efficiency, each at one end, do: 1 of 4 corners)"
+        "the inputs together (no input alone tips it; it tips only with the per-op host overhead at its high "
+        "end and the achieved link bandwidth at its low end: 1 of the 4 combinations of every input's two "
+        "ends)"
     )
+    # where a corner with those ends does not tip it, the ends are said to be needed, not enough
+    rows.loc[rows["scenario"] == f"corner: {host} high; {link} low; {efficiency} low", "speedup"] = 1.05
+    extra = pd.DataFrame(
+        {"scenario": [f"corner: {host} high; {link} low; {efficiency} high"], "speedup": [0.9]}
+    )
+    _, said = recommend.deciding_inputs(pd.concat([rows, extra], ignore_index=True), "speedup", 1.0)
+    assert "every combination that tips it has the per-op host overhead at its high end" in said
+    # a parenthesis with a colon inside survives the short form of a verdict
+    verdict = recommend.verdict(rows, "speedup", 1, "faster", "slower")
+    assert prose.short_verdict(verdict).count("(") == prose.short_verdict(verdict).count(")")
 
 
 def test_summaries_of_the_renters_choice():

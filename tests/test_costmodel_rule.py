@@ -37,9 +37,10 @@ def test_the_two_conditions_on_the_per_gpu_batch():
     # so the fixed cost decides; at the host's measured 44-114 µs per op no one input's range decides it
     # alone: the 4 of 64 corners that fit the 2,700 clips all have these four inputs at the same end
     assert table["against the training set"] == (
-        "within the dataset or not, depending on the inputs together (none alone tips it; only the "
-        "matrix-product efficiency, the memory-bandwidth fraction, the per-op host overhead and the "
-        "efficiency at the smaller per-GPU batch, each at one end, do: 4 of 64 corners)"
+        "within the dataset or not, depending on the inputs together (no input alone tips it; it tips only "
+        "with the matrix-product efficiency at its low end, the memory-bandwidth fraction at its high end, "
+        "the per-op host overhead at its low end and the efficiency at the smaller per-GPU batch at its "
+        "low end: 4 of the 64 combinations of every input's two ends)"
     )
 
 

@@ -17,28 +17,32 @@ def test_the_rule_counts_machines_whose_global_batch_fits_the_training_set():
         "`LinearNet`: p5 needs a global batch of 2,864 (920–8,320): within"
     )
     assert said["rule_short"] == (
-        "`LinearNet` fits within the 2,700 clips on none of the 2 eight-GPU machines whatever the inputs: "
-        "never on 1 and on the other 1 only at some inputs."
+        "`LinearNet` fits within the 2,700 clips only at some inputs on 1 and never on 1 of the 2 eight-GPU "
+        "machines."
     )
     assert said["hide_note"].startswith("At the band's edge on p5, even a one-sample backward")
 
 
 def test_counts_of_machines_read_without_a_count_of_zero():
-    """How many eight-GPU machines' training set holds a global batch: no "(on 0 never)", no "0 of 5"."""
+    """How many eight-GPU machines' training set holds a global batch: no "(on 0 never)", no "0 of 5",
+    and no "on none … whatever the inputs" that reads as never."""
     assert rule_prose.fits_phrase(5, 0, 5) == "whatever the inputs on all 5 eight-GPU machines"
     assert rule_prose.fits_phrase(0, 5, 5) == "on none of the 5 eight-GPU machines, whatever the inputs"
-    assert rule_prose.fits_phrase(0, 0, 5) == (
-        "on none of the 5 eight-GPU machines whatever the inputs: on all 5 only at some inputs"
+    assert rule_prose.fits_phrase(0, 0, 5) == "only at some inputs on all 5 eight-GPU machines"
+    assert (
+        rule_prose.fits_phrase(0, 1, 5)
+        == "only at some inputs on 4 and never on 1 of the 5 eight-GPU machines"
     )
     assert rule_prose.fits_phrase(2, 1, 5) == (
-        "whatever the inputs on 2 of 5 eight-GPU machines; never on 1 and on the other 2 only at some inputs"
+        "whatever the inputs on 2, only at some inputs on 2 and never on 1 of the 5 eight-GPU machines"
     )
-    assert rule_prose.fits_phrase(3, 2, 5) == "whatever the inputs on 3 of 5 eight-GPU machines; never on 2"
+    assert (
+        rule_prose.fits_phrase(3, 2, 5)
+        == "whatever the inputs on 3 and never on 2 of the 5 eight-GPU machines"
+    )
     # two machines are "both", never "all 2"
     assert rule_prose.fits_phrase(2, 0, 2) == "whatever the inputs on both eight-GPU machines"
-    assert rule_prose.fits_phrase(0, 0, 2) == (
-        "on none of the 2 eight-GPU machines whatever the inputs: on both only at some inputs"
-    )
+    assert rule_prose.fits_phrase(0, 0, 2) == "only at some inputs on both eight-GPU machines"
     for said in (rule_prose.fits_phrase(*counts, 5) for counts in ((5, 0), (0, 5), (0, 0), (2, 1), (3, 2))):
         assert " 0 " not in said and "on 0" not in said
 

@@ -16,9 +16,10 @@ def test_the_seeds_verdicts_hold_over_the_band_and_its_traffic_arithmetic():
     assert (convnet.drop([10, 20, 30]) == "faster whatever the inputs").all()
     for batch in (20, 30):
         assert convnet[batch].startswith(
-            # only corners with both at one end cross (by hand over the 64 corners: 16 of them do)
-            "depends on the inputs together (none alone tips it; only the convolution efficiency and the "
-            "per-op host overhead, each at one end, do: 16 of 64 corners)"
+            # only corners with both at their high end cross (by hand over the 64 corners: 16 of them do)
+            "depends on the inputs together (no input alone tips it; it tips only with the convolution "
+            "efficiency at its high end and the per-op host overhead at its high end: 16 of the 64 "
+            "combinations of every input's two ends)"
         )
     assert convnet[10].startswith("depends on the convolution efficiency and the per-op host overhead")
     assert seed.seed_verdicts(check) == {"LinearNet": "slower", "ConvNet": "mixed"}  # chapter 2's words

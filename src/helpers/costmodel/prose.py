@@ -43,8 +43,9 @@ METHOD_NAMES = {"ddp_no_overlap": "DDP without overlap", "ddp_overlap": "DDP wit
 
 
 def short_verdict(verdict: str) -> str:
-    """ "faster whatever the inputs" stays; "depends on …: measure it with …" becomes "depends on …"."""
-    return verdict.split(":")[0]
+    """ "faster whatever the inputs" stays; "depends on …: measure it with …" becomes "depends on …" (a
+    colon inside what it depends on, "…: 16 of 64 corners)", stays)."""
+    return verdict.split(": measure ", 1)[0]
 
 
 def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
@@ -573,8 +574,8 @@ def relation_sentences(relations: dict, per_scenario: pd.DataFrame, models) -> d
             said += ", the largest batch the relation covers, where the time is still falling"
         if len(ties):
             said += (
-                f", but its band overlaps that of {listed(ties['machine'].tolist()[:3])}"
-                + (f" and {len(ties) - 3} more" if len(ties) > 3 else "")
+                ", but its band overlaps that of "
+                + listed(ties["machine"].tolist()[:3] + ([f"{len(ties) - 3} more"] if len(ties) > 3 else []))
                 + ", so no machine is soonest whatever the inputs"
             )
         results.append(said)

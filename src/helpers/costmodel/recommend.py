@@ -402,27 +402,38 @@ def side(verdict: str) -> str | None:
 def deciding_inputs(rows: pd.DataFrame, column: str, threshold: float) -> tuple[list[str], str]:
     """What carries ``column`` across ``threshold`` over the scenarios of ``rows``, as names and in words:
     the inputs that alone can, from one end of their range ("the a and the b (each alone can tip it)");
-    where none can alone, the inputs that sit at the same end in every corner that crosses, which only
-    together tip it ("the inputs together (none alone tips it; only the a and the b, each at one end, do:
-    8 of 64 corners)") — what to measure. Where the crossing corners share no input's end, the inputs are
-    named whose ends alone bring it nearest the threshold."""
+    where none can alone, the ends every corner that crosses shares, which only together tip it ("the
+    inputs together (no input alone tips it; it tips only with the a at its low end and the b at its high
+    end: 8 of the 64 combinations of every input's two ends)"; "every combination that tips it has …"
+    where some corner with those ends does not) — what to measure, and which way. Where the crossing
+    corners share no end, the inputs are named whose ends alone bring it nearest the threshold."""
     names = depends_on(rows, column, threshold)
     if names:
         each = " (each alone can tip it)" if len(names) > 1 else ""
         return names, listed(f"the {name}" for name in names) + each
     above = rows[column] >= threshold * (1 - 1e-9)
     central = bool(above[rows["scenario"] == "central"].iloc[0])
-    corners = rows["scenario"].str.startswith(CORNER)
-    crossing = rows.loc[corners & (above != central), "scenario"]
-    sides = [dict(end.rsplit(" ", 1) for end in label.removeprefix(CORNER).split("; ")) for label in crossing]
-    names = [name for name in sides[0] if len({side[name] for side in sides}) == 1] if sides else []
-    if names:
-        together = listed(f"the {name}" for name in names)
-        count = f"{len(sides)} of {int(corners.sum())} corners"
-        return (
-            names,
-            f"the inputs together (none alone tips it; only {together}, each at one end, do: {count})",
-        )
+    corners = rows[rows["scenario"].str.startswith(CORNER)]
+    ends = [
+        dict(end.rsplit(" ", 1) for end in label.removeprefix(CORNER).split("; "))
+        for label in corners["scenario"]
+    ]
+    tips = (above[corners.index] != central).to_numpy()
+    moves = {
+        name
+        for name in INPUTS
+        if rows.loc[rows["scenario"].str.startswith(f"{name}: "), column].nunique() > 1
+    }
+    crossing = [end for end, tipped in zip(ends, tips, strict=True) if tipped]
+    shared = {name: crossing[0][name] for name in crossing[0] if name in moves} if crossing else {}
+    shared = {name: side for name, side in shared.items() if all(end[name] == side for end in crossing)}
+    if shared and all(set(end) <= set(INPUTS) for end in ends):
+        needs = listed(f"the {name} at its {side} end" for name, side in shared.items())
+        count = f"{len(crossing)} of the {len(ends)} combinations of every input's two ends"
+        enough = all(tipped for end, tipped in zip(ends, tips, strict=True)
+                     if all(end[name] == side for name, side in shared.items()))  # fmt: skip
+        said = f"it tips only with {needs}" if enough else f"every combination that tips it has {needs}"
+        return list(shared), f"the inputs together (no input alone tips it; {said}: {count})"
     gap = abs(float(rows.loc[rows["scenario"] == "central", column].iloc[0]) - threshold)
     nearer = {}
     for name in INPUTS:
@@ -431,12 +442,10 @@ def deciding_inputs(rows: pd.DataFrame, column: str, threshold: float) -> tuple[
             nearer[name] = gap - (ends - threshold).abs().min()
     names = [name for name in sorted(nearer, key=nearer.get, reverse=True)[:2] if nearer[name] > 0]
     if not names:
-        return [], "the inputs together (none alone tips it)"
+        return [], "the inputs together (no input alone tips it)"
     bring = "brings" if len(names) == 1 else "bring"
-    return (
-        names,
-        f"the inputs together (none alone tips it; {listed(f'the {n}' for n in names)} {bring} it nearest)",
-    )
+    nearest = listed(f"the {name}" for name in names)
+    return names, f"the inputs together (no input alone tips it; {nearest} {bring} it nearest)"
 
 
 def measure_with(names: list[str]) -> str:

@@ -25,23 +25,19 @@ def _against(rows: pd.DataFrame, column: str) -> tuple[int, int]:
 
 def fits_phrase(within: int, never: int, machines: int) -> str:
     """Of ``machines`` eight-GPU machines, on how many the training set holds a global batch whatever the
-    inputs (``within``), on how many never, and on how many it depends on the inputs, with no count of
-    zero said: "whatever the inputs on all 5 eight-GPU machines", "on none of the 5 eight-GPU machines
-    whatever the inputs: on all 5 only at some inputs" ("both" for two)."""
+    inputs (``within``), on how many only at some inputs, and on how many never, in that order and with
+    no count of zero said: "whatever the inputs on all 5 eight-GPU machines", "only at some inputs on 4
+    and never on 1 of the 5 eight-GPU machines" ("both" for two)."""
     named = f"{machines} eight-GPU machine{'' if machines == 1 else 's'}"
     every = {1: named, 2: "both eight-GPU machines"}.get(machines, f"all {named}")
     rest = machines - within - never
-    if within == machines:
-        return f"whatever the inputs on {every}"
     if never == machines:
         return f"on none of the {named}, whatever the inputs"
-    others = [f"never on {never}"] if never else []
-    if rest:
-        where = f"the other {rest}" if within or never else {1: "it", 2: "both"}.get(rest, f"all {rest}")
-        others.append(f"on {where} only at some inputs")
-    if not within:
-        return f"on none of the {named} whatever the inputs: " + listed(others)
-    return f"whatever the inputs on {within} of {named}" + ("; " + listed(others) if others else "")
+    counts = [(within, "whatever the inputs"), (rest, "only at some inputs"), (never, "never")]
+    said = [(count, words) for count, words in counts if count]
+    if len(said) == 1:
+        return f"{said[0][1]} on {every}"
+    return listed(f"{words} on {count}" for count, words in said) + f" of the {named}"
 
 
 def _span(values, percent: bool = False, whole: bool = False) -> str:
