@@ -24,6 +24,14 @@ def test_a_banded_figure_reads_central_then_lowest_to_highest():
     ]  # a measurement has no band: "311", not "311 (–––)"
 
 
+def test_a_band_end_that_is_not_one_never_prints_as_one():
+    # "dearer" beside "1.01 (1.00–1.99)" looked unsupported: the low end 1.004 gets the digit that shows it
+    frame = pd.DataFrame({"x": [1.01, 1.0], "x_low": [1.004, 1.0], "x_high": [1.99, 1.0]})
+    assert tables.banded(frame, "x").tolist() == ["1.01 (1.004–1.99)", "1.00 (1.00–1.00)"]
+    below = pd.DataFrame({"x": [0.9996], "x_low": [0.9991], "x_high": [1.0003]})
+    assert tables.banded(below, "x").tolist() == ["0.9996 (0.999–1.0003)"]  # 0.999 is not 1: kept short
+
+
 def test_prices_read_in_dollars_and_cents_with_human_columns():
     shown = tables.price_display()
     assert list(shown.columns) == ["GPU", "GPUs", "price ($)", "per", "price per GPU ($)", "source"]

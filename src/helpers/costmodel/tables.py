@@ -32,14 +32,21 @@ def banded(
     """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never
     in powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
     (920–8,320)"), an infinite one "unbounded"; a missing central value "–" alone, and a value without a
-    band (a measurement) alone."""
+    band (a measurement) alone. A value that is not 1 never prints as "1.00": it gets the digits that
+    tell it from 1 ("1.004"), since a verdict beside it says which side of 1 the whole band lies on."""
 
     def text(value) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "–"
         if math.isinf(value):
             return "unbounded"
-        return f"{value * scale:,.0f}" if whole else significant(value * scale, digits)
+        if whole:
+            return f"{value * scale:,.0f}"
+        shown, more = significant(value * scale, digits), digits
+        while float(shown.replace(",", "")) == 1 and abs(value * scale - 1) > 1e-9 and more < 6:
+            more += 1
+            shown = significant(value * scale, more)
+        return shown
 
     def shown(central, low, high) -> str:
         if text(central) == "–" or text(low) == text(high) == "–":
