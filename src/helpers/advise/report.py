@@ -26,14 +26,6 @@ def megabytes(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
-def band(central: float, low: float, high: float, scale: float = 1.0) -> str:
-    """ "12.3 (8.10–20.0)" to three significant digits, as chapter 5's tables write a band; "–" for no
-    value."""
-    if central is None or (isinstance(central, float) and math.isnan(central)):
-        return "–"
-    return f"{significant(central * scale)} ({significant(low * scale)}–{significant(high * scale)})"
-
-
 def duration(seconds: float) -> str:
     """Seconds, minutes or hours, whichever reads best."""
     if seconds < 120:
@@ -70,16 +62,18 @@ def machine_view(advice: Advice) -> pd.DataFrame:
         dollars = (
             "–"
             if math.isnan(r.dollars_per_run)
-            else band(r.dollars_per_run, r.dollars_per_run_low, r.dollars_per_run_high)
+            else tables.band_text(r.dollars_per_run, r.dollars_per_run_low, r.dollars_per_run_high)
         )
         rows.append(
             {
                 "machine": r.machine,
                 "GPUs": r.gpus,
                 "per GPU": r.per_gpu_batch,
-                "step (ms)": band(r.step_seconds, r.step_seconds_low, r.step_seconds_high, 1e3),
-                "speed-up (×)": band(r.speedup, r.speedup_low, r.speedup_high),
-                "$ over 1 GPU (×)": band(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high),
+                "step (ms)": tables.band_text(r.step_seconds, r.step_seconds_low, r.step_seconds_high, 1e3),
+                "speed-up (×)": tables.band_text(r.speedup, r.speedup_low, r.speedup_high),
+                "$ over 1 GPU (×)": tables.band_text(
+                    r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high
+                ),
                 "epoch": duration(r.epoch_seconds),
                 "$ per epoch": dollars,
                 "basis": r.basis,
@@ -97,9 +91,11 @@ def verdict_view(advice: Advice) -> pd.DataFrame:
     several = advice.machines[advice.machines["gpus"] > 1]
     view = pd.DataFrame(
         {
-            "speed-up (×)": [band(r.speedup, r.speedup_low, r.speedup_high) for r in several.itertuples()],
+            "speed-up (×)": [
+                tables.band_text(r.speedup, r.speedup_low, r.speedup_high) for r in several.itertuples()
+            ],
             "$ over 1 GPU (×)": [
-                band(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high)
+                tables.band_text(r.cost_multiplier, r.cost_multiplier_low, r.cost_multiplier_high)
                 for r in several.itertuples()
             ],
             "time verdict": several["faster"].tolist(),
@@ -155,7 +151,7 @@ def method_view(advice: Advice) -> pd.DataFrame:
             "machine": shown["machine"],
             "method": shown["method"],
             "step (ms)": [
-                band(c, lo, hi, 1e3)
+                tables.band_text(c, lo, hi, 1e3)
                 for c, lo, hi in zip(
                     shown["step_seconds"], shown["step_seconds_low"], shown["step_seconds_high"], strict=True
                 )

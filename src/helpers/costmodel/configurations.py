@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from helpers.costmodel.money import PRICES, exact
+from helpers.costmodel.money import PRICES, exact, price_source
 from helpers.costmodel.specs import GPUS, LINKS
 
 
@@ -102,7 +102,7 @@ def configuration_table() -> pd.DataFrame:
         price = f"${float(exact(row['dollars'])):,.2f} per {row['per']}"
         price += "" if row["per"] == "hour" else " (bought)"
         rows.append({"machine": c.name, "GPU": c.gpu, "GPUs": c.gpus, "link": c.link or "(one GPU)",
-                     "price": price, "price source": f"{row['source']}, {row['date']}",
+                     "price": price, "price source": price_source(row),
                      "note": c.note})  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -331,6 +331,11 @@ PRICES = (
 )  # fmt: skip
 
 
+def price_source(row: dict) -> str:
+    """A price row's source and date, as every table of prices cites it."""
+    return f"{row['source']}, {row['date']}"
+
+
 def price_table() -> pd.DataFrame:
     """The price table, with the price per GPU (hourly offers: per GPU-hour), exact."""
     frame = pd.DataFrame(PRICES)

@@ -44,7 +44,7 @@ METHOD_NAMES = {"ddp_no_overlap": "DDP without overlap", "ddp_overlap": "DDP wit
 
 def short_verdict(verdict: str) -> str:
     """ "faster whatever the inputs" stays; "depends on …: measure it with …" becomes "depends on …" (a
-    colon inside what it depends on, "…: 16 of 64 corners)", stays)."""
+    colon inside what it depends on, "…: 16 of the 64 combinations …)", stays)."""
     return verdict.split(": measure ", 1)[0]
 
 

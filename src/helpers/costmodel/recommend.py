@@ -365,11 +365,17 @@ BANDED = (
 )  # fmt: skip
 
 
+def input_ends(rows: pd.DataFrame, column: str, name: str) -> pd.Series:
+    """``column`` at the input ``name``'s low and high end, every other input central (none where the
+    scenarios of ``rows`` do not vary it)."""
+    return rows.loc[rows["scenario"].isin([f"{name}: low", f"{name}: high"]), column]
+
+
 def depends_on(rows: pd.DataFrame, column: str, threshold: float) -> list[str]:
     """The inputs that alone, from their low to their high end, carry ``column`` across ``threshold``."""
     found = []
     for name in INPUTS:
-        ends = rows.loc[rows["scenario"].isin([f"{name}: low", f"{name}: high"]), column]
+        ends = input_ends(rows, column, name)
         if len(ends) == 2 and ends.min() < threshold <= ends.max():
             found.append(name)
     return found
@@ -419,27 +425,19 @@ def deciding_inputs(rows: pd.DataFrame, column: str, threshold: float) -> tuple[
         for label in corners["scenario"]
     ]
     tips = (above[corners.index] != central).to_numpy()
-    moves = {
-        name
-        for name in INPUTS
-        if rows.loc[rows["scenario"].str.startswith(f"{name}: "), column].nunique() > 1
-    }
+    moves = [name for name in INPUTS if input_ends(rows, column, name).nunique() > 1]  # in INPUTS' order
     crossing = [end for end, tipped in zip(ends, tips, strict=True) if tipped]
     shared = {name: crossing[0][name] for name in crossing[0] if name in moves} if crossing else {}
-    shared = {name: side for name, side in shared.items() if all(end[name] == side for end in crossing)}
+    shared = {name: at for name, at in shared.items() if all(end[name] == at for end in crossing)}
     if shared and all(set(end) <= set(INPUTS) for end in ends):
-        needs = listed(f"the {name} at its {side} end" for name, side in shared.items())
+        needs = listed(f"the {name} at its {at} end" for name, at in shared.items())
         count = f"{len(crossing)} of the {len(ends)} combinations of every input's two ends"
         enough = all(tipped for end, tipped in zip(ends, tips, strict=True)
-                     if all(end[name] == side for name, side in shared.items()))  # fmt: skip
+                     if all(end[name] == at for name, at in shared.items()))  # fmt: skip
         said = f"it tips only with {needs}" if enough else f"every combination that tips it has {needs}"
         return list(shared), f"the inputs together (no input alone tips it; {said}: {count})"
     gap = abs(float(rows.loc[rows["scenario"] == "central", column].iloc[0]) - threshold)
-    nearer = {}
-    for name in INPUTS:
-        ends = rows.loc[rows["scenario"].isin([f"{name}: low", f"{name}: high"]), column]
-        if len(ends):
-            nearer[name] = gap - (ends - threshold).abs().min()
+    nearer = {name: gap - (input_ends(rows, column, name) - threshold).abs().min() for name in moves}
     names = [name for name in sorted(nearer, key=nearer.get, reverse=True)[:2] if nearer[name] > 0]
     if not names:
         return [], "the inputs together (no input alone tips it)"

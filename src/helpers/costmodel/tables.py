@@ -26,11 +26,11 @@ from helpers.stats import MATTERS, significant
 from helpers.train import counted
 
 
-def banded(
-    frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
-) -> pd.Series:
-    """``column`` and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never
-    in powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
+def band_text(
+    central: float, low: float, high: float, scale: float = 1.0, digits: int = 3, whole: bool = False
+) -> str:
+    """A value and its band as text, "17.3 (8.95–50.3)", times ``scale`` (1e3 for milliseconds), never in
+    powers of ten ("0.0000736", "12,300"); ``whole`` numbers with thousands separators ("2,864
     (920–8,320)"), an infinite one "unbounded"; a missing central value "–" alone, and a value without a
     band (a measurement) alone. A value that is not 1 never prints as "1.00": it gets the digits that
     tell it from 1 ("1.004"), since a verdict beside it says which side of 1 the whole band lies on."""
@@ -48,13 +48,29 @@ def banded(
             shown = significant(value * scale, more)
         return shown
 
-    def shown(central, low, high) -> str:
-        if text(central) == "–" or text(low) == text(high) == "–":
-            return text(central)
-        return f"{text(central)} ({text(low)}–{text(high)})"
+    if text(central) == "–" or text(low) == text(high) == "–":
+        return text(central)
+    return f"{text(central)} ({text(low)}–{text(high)})"
 
+
+def banded(
+    frame: pd.DataFrame, column: str, scale: float = 1.0, digits: int = 3, whole: bool = False
+) -> pd.Series:
+    """``column`` of ``frame`` and its band (``column``_low, ``column``_high) as text, row by row
+    (``band_text``)."""
     triples = zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"], strict=True)
-    return pd.Series([shown(*triple) for triple in triples], index=frame.index)
+    return pd.Series([band_text(*triple, scale, digits, whole) for triple in triples], index=frame.index)
+
+
+def said_in_headers(table: pd.DataFrame, column: str, headers: dict[str, str]) -> pd.DataFrame:
+    """``table`` without ``column`` where every row has the same value, said instead in the ``headers``
+    (``{header: new header}``, "{}" the value with separators); as it is where the rows differ."""
+    values = table[column].unique()
+    if len(values) != 1:
+        return table
+    return table.drop(columns=column).rename(
+        columns={old: new.format(f"{int(values[0]):,}") for old, new in headers.items()}
+    )
 
 
 def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -72,10 +88,7 @@ def prediction_table(summary: pd.DataFrame) -> pd.DataFrame:
         "dollars over one GPU's (×)": banded(summary, "cost_multiplier"),
         "basis": summary["basis"].map(BASIS_WORDS),
     })  # fmt: skip
-    if summary["global_batch"].nunique() == 1:  # one global batch: said once, in a header
-        table = table.drop(columns="global batch").rename(
-            columns={"per-GPU batch": f"per-GPU batch (of {int(summary['global_batch'].iloc[0]):,})"}
-        )
+    table = said_in_headers(table, "global batch", {"per-GPU batch": "per-GPU batch (of {})"})
     return depends_coded(table, [c for c in ("faster?", "enough?", "no dearer?") if c in table])
 
 
@@ -266,12 +279,10 @@ def time_to_result_table(per_scenario: pd.DataFrame, relation: dict) -> tuple[pd
     shown = shown.rename(columns={"gpus": "GPUs", "global_batch": "fastest global batch"}).set_index(
         "machine"
     )
-    batches = shown["fastest global batch"].unique()
-    if len(batches) == 1:  # one batch is every machine's fastest: said once, in the headers
-        at = f", global batch {int(batches[0]):,}"
-        shown = shown.drop(columns="fastest global batch").rename(
-            columns={"seconds to target": f"seconds to target{at}", "cents to target": f"cents to target{at}"}
-        )
+    at = ", global batch {}"
+    shown = said_in_headers(
+        shown, "fastest global batch", {c: c + at for c in ("seconds to target", "cents to target")}
+    )
     return bands, shown
 
 
@@ -304,8 +315,7 @@ def price_display() -> pd.DataFrame:
 
 def price_sources() -> pd.Series:
     """Each price row's source and date, as the prices and machines tables number them."""
-    prices = money.price_table()
-    return prices["source"] + ", " + prices["date"]
+    return pd.Series([money.price_source(row) for row in money.PRICES])
 
 
 def machines_display() -> pd.DataFrame:
