@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from helpers.collectives import link_reading, model, runs, tables
+from helpers.stats import listed
 
 
 def test_semantics_expectation_support_and_what_gloo_lacks():
@@ -20,12 +21,14 @@ def test_semantics_expectation_support_and_what_gloo_lacks():
     assert tables.matches_expectation(table, 2) == {"broadcast": True, "all_reduce": True}
     # 11 operations in all; the backend ran 2 of them here, and the table says why not the others
     assert tables.describe_matches({"broadcast": True, "all_reduce": True}, "gloo", table, "cpu") == (
-        "with CPU tensors, all 2 operations Gloo ran, of 11 (Gloo lacks send_recv, scatter, gather, reduce, "
-        "all_gather, reduce_scatter, all_to_all, all_to_all_single, barrier)"
+        "with CPU tensors, all 2 operations Gloo ran, of 11 (Gloo has no send/recv, scatter, gather, "
+        "reduce, all_gather, reduce_scatter, all_to_all, all_to_all_single and barrier)"
     )
     assert (
         tables.describe_matches({"a": True, "b": False}, "nccl")
-        == "1 of the 2 operations NCCL ran, of 11 (NCCL lacks " + ", ".join(model.SEMANTIC_OPERATIONS) + ")"
+        == "1 of the 2 operations NCCL ran, of 11 (NCCL has no "
+        + listed(tables.OPERATION_WORDS.get(op, op) for op in model.SEMANTIC_OPERATIONS)
+        + ")"
     )
     every = dict.fromkeys(model.SEMANTIC_OPERATIONS, True)
     assert tables.describe_matches(every, "gloo") == "all 11 operations"
@@ -46,10 +49,10 @@ def test_semantics_expectation_support_and_what_gloo_lacks():
     assert matrix.loc["all_to_all", ("gloo", "cpu")] == "no"
     assert matrix.loc["(all)", ("nccl", "cpu")] == "no" and matrix.loc["all_reduce", ("nccl", "cpu")] == ""
     assert tables.support_summary(support) == (
-        "gloo on cpu tensors runs 1 of 2 operations; it lacks all_to_all (Backend gloo does not support "
+        "Gloo with CPU tensors runs 1 of 2 operations; it has no all_to_all (Backend gloo does not support "
         "alltoall)"
     )
-    assert tables.support_summary(support.iloc[:1]) == "gloo on cpu tensors runs 1 of 1 operations"
+    assert tables.support_summary(support.iloc[:1]) == "Gloo with CPU tensors runs 1 of 1 operations"
     missing = tables.unsupported_table(support)
     assert missing.index.tolist() == [("gloo", "cpu", "all_to_all"), ("nccl", "cpu", "(all)")]
     assert missing.columns.tolist() == ["why not"]
@@ -123,13 +126,14 @@ def test_alpha_beta_table_and_what_the_two_rank_fit_says_of_three_ranks():
     assert beyond["range over message sizes"].tolist() == ["2.00–2.00"] * 3
     assert tables.beyond_the_fit(frame.query("world_size == 2"), fits).empty
     assert link_reading.describe_link(fits) == (
-        "α = 20 µs per message and 1/β = 1.00 GB/s on 2 gloo/cpu ranks, fitted to each size's lower "
-        "quartile of its iterations (median fit error 0%)"
+        "α = 20 µs per message and 1/β = 1.00 GB/s on 2 ranks (Gloo with CPU tensors), fitted to each size's "
+        "lower quartile of its iterations (median fit error 0%)"
     )
     assert link_reading.describe_beyond(beyond, cores=2) == (
-        "With 3 ranks (gloo/cpu), all_reduce (torch.distributed) took 2.00× what the two-rank fit predicts "
-        "(lower quartiles, median over message sizes; 2.00–2.00×): with 3 ranks on 2 cores some rank waits "
-        "for a core at every step: the scheduler's time, which no property of the link explains."
+        "With 3 ranks (Gloo with CPU tensors), all_reduce (torch.distributed) took 2.00× what the two-rank "
+        "fit predicts (lower quartiles, median over message sizes; 2.00–2.00×): with 3 ranks on 2 cores "
+        "some rank waits for a core at every step: the scheduler's time, which no property of the link "
+        "explains."
     )
     # every implementation with the same α: nothing of the implementations' own to explain, and the factor
     # said is the one computed (1×), not the threshold
@@ -207,11 +211,11 @@ def test_faster_than_the_fit_names_the_pinning_that_differed():
         {"config": {"world_size": 3}, "result": {"cores_per_rank": [[0, 1]] * 3}},
     ]
     assert link_reading.describe_beyond(tables.beyond_the_fit(frame, fits), 2, records) == (
-        "With 3 ranks (gloo/cpu), all_reduce (torch.distributed) took 0.50× what the two-rank fit predicts "
-        "(lower quartiles, median over message sizes; 0.50–0.50×): faster than the two-rank fit predicts, so "
-        "it does not carry over to this launch; the launches differ in more than k: the two ranks of the fit "
-        "were pinned to cores of their own, these were not, and a pinned rank cannot leave a core that "
-        "another process holds."
+        "With 3 ranks (Gloo with CPU tensors), all_reduce (torch.distributed) took 0.50× what the two-rank "
+        "fit predicts (lower quartiles, median over message sizes; 0.50–0.50×): faster than the two-rank "
+        "fit predicts, so it does not carry over to this launch; the launches differ in more than k: the "
+        "two ranks of the fit were pinned to cores of their own, these were not, and a pinned rank cannot "
+        "leave a core that another process holds."
     )
 
 
@@ -228,12 +232,13 @@ def test_ring_against_library_with_its_interval_and_verdict():
     assert row["ours ÷ library"] == 0.75 and row["range (min–max pairing)"] == "0.50–0.93"
     assert row["verdict"] == "slower"
     assert link_reading.describe_ring(ratio) == (
-        "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 gloo/cpu "
-        "ranks, in one launch whose iterations range 0.50–0.93× when the fastest and slowest are paired"
+        "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 ranks (Gloo "
+        "with CPU tensors), in one launch whose iterations range 0.50–0.93× when the fastest and slowest "
+        "are paired"
     )
     assert link_reading.describe_ring(ratio, brief=True) == (  # the answer box's: the range is the body's
-        "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 gloo/cpu "
-        "ranks, in one launch"
+        "our ring fell behind Gloo's all-reduce here — 0.75× its bus bandwidth at 16 MiB on 2 ranks "
+        "(Gloo with CPU tensors), in one launch"
     )
     # the two-rank row is the headline even where a three-rank row comes last; an unresolved interval
     # whose low end lies within 10 % of 1 can match or beat the library
@@ -241,8 +246,9 @@ def test_ring_against_library_with_its_interval_and_verdict():
                                  "verdict": "not resolved"})  # fmt: skip
     three = ratio.rename(index={2: 3}, level="ranks")
     assert link_reading.describe_ring(pd.concat([unresolved, three])) == (
-        "our ring can match or beat Gloo's all-reduce here — 1.30× its bus bandwidth at 16 MiB on 2 gloo/cpu "
-        "ranks, in one launch whose iterations range 0.91–1.62× when the fastest and slowest are paired"
+        "our ring can match or beat Gloo's all-reduce here — 1.30× its bus bandwidth at 16 MiB on 2 ranks "
+        "(Gloo with CPU tensors), in one launch whose iterations range 0.91–1.62× when the fastest and "
+        "slowest are paired"
     )
     wide = unresolved.assign(**{"range (min–max pairing)": "0.70–1.62"})
     assert link_reading.describe_ring(wide).startswith("not resolved — 1.30×")
@@ -273,7 +279,7 @@ def test_pipelining_table_cases_and_their_sentences():
     )
     assert cases[0]["rows"]["model_seconds"].tolist() == pytest.approx(cases[0]["rows"]["seconds"].tolist())
     assert tables.describe_pipelining(table) == (
-        "With 3 ranks (gloo) the fastest measured S is 4 against a predicted S* of 58."
+        "With 3 ranks (Gloo) the fastest measured S is 4 against a predicted S* of 58."
     )
     cheaper = table.assign(**{tables.SPEED_OF_A_CHUNK: 2.0})
     assert "moved 2.00× as fast per byte as one of N bytes" in tables.describe_pipelining(cheaper)
@@ -281,7 +287,7 @@ def test_pipelining_table_cases_and_their_sentences():
     assert tables.describe_pipelining(agreeing).endswith("lies where the model puts S* (58).")
     tied = table.assign(**{tables.TIED_WITH_FASTEST: "1, 4"})
     assert tables.describe_pipelining(tied) == (
-        "With 3 ranks (gloo) the best S is not resolved: S = 1 and 4 lie within the iteration spread of the "
+        "With 3 ranks (Gloo) the best S is not resolved: S = 1 and 4 lie within the iteration spread of the "
         "fastest median, at S = 4; the model's S* is 58."
     )
     assert tables.describe_pipelining(table.iloc[:0]) == "No pipelined broadcast was measured here."
@@ -289,7 +295,7 @@ def test_pipelining_table_cases_and_their_sentences():
     alone = frame[~((frame["operation"] == "ring_broadcast") & (frame["chunks"] > 1))]
     single, no_cases = tables.pipelining(alone, fits)
     assert no_cases == [] and tables.describe_pipelining(single) == (
-        "With 3 ranks (gloo) only S = 1 was measured at the largest message (the launch's time budget "
+        "With 3 ranks (Gloo) only S = 1 was measured at the largest message (the launch's time budget "
         "skipped the others), so the model's S* of 58 is not tested."
     )
 
@@ -399,10 +405,10 @@ def test_gpu_edition_prose_of_one_h200_shared_by_gloo_ranks():
     matches = {op: True for op in operations if op not in ("send_recv", "all_to_all")}
     said = tables.describe_matches(matches, "gloo", table, "cuda")
     assert said == (
-        "with CUDA tensors, all 9 operations Gloo ran, of 11 (send_recv of CUDA tensors not attempted; Gloo "
-        "lacks all_to_all)"
+        "with CUDA tensors, all 9 operations Gloo ran, of 11 (its send/recv of CUDA tensors not "
+        "attempted; Gloo has no all_to_all)"
     )
-    assert "supports" not in said and "lacks send_recv" not in said
+    assert "supports" not in said and "has no send" not in said
     # the support matrix: Gloo on CPU ran send/recv; on CUDA it was not attempted; NCCL ran on one rank
     rows = [
         {"backend": "gloo", "device": "cpu", "operation": "send_recv", "supported": True, "message": "",

@@ -59,7 +59,7 @@ def test_compression_saves_at_most_the_all_reduce_it_changes_less_the_other_side
     assert summary == (
         "bf16 against none: not resolved, 1.07× (1.00–1.15×, 3 launches each); between 0 and 38.7 ms saved "
         "per step; it can move a step by at most 35.0 ms saved or 5.00 ms lost, as the hook timed it, "
-        "conversions included (the α-β model, bytes alone, has 36.3 ms saved or 0 ms lost)."
+        "conversions included (the α-β model, bytes alone, puts that most at 36.3 ms saved or 0 ms lost)."
     )
     # the answer box's clause: the same verdict, its interval left to the summary
     assert ddp_bounds.bound_brief("bf16 against none", bound) == (
@@ -106,10 +106,9 @@ def test_a_resolved_difference_beyond_the_bound_is_not_the_all_reduce_s_doing():
     # the time taken: 0.40/0.30 = 1.33 as long, 0.39/0.31 = 1.26 to 0.41/0.29 = 1.41
     assert ddp_bounds.bound_summary("bf16", slower) == (
         "bf16: slower, taking 1.33× as long (1.26–1.41×, 3 launches each); 100 ms lost per step (between "
-        "77.4 and 124 ms "
-        "lost); it can move a step by at most 35.0 ms saved or 5.00 ms lost, as the hook timed it, "
-        "conversions included (the α-β model, bytes alone, has 36.3 ms saved or 0 ms lost), so that "
-        "difference is more than it can explain."
+        "77.4 and 124 ms lost); it can move a step by at most 35.0 ms saved or 5.00 ms lost, as the hook "
+        "timed it, conversions included (the α-β model, bytes alone, puts that most at 36.3 ms saved or 0 "
+        "ms lost), so that difference is more than it can explain."
     )
     faster = bound_of([0.10, 0.11, 0.09])  # 200 ms saved against a 50 ms all-reduce
     assert faster["saved_low"] > faster["most_saved"]

@@ -271,7 +271,7 @@ def test_a_launch_frame_says_each_setup_in_words():
              record([1.0, 3.0, 2.0]))]  # fmt: skip
     frame = ddp_results.launch_frame(runs, "model", setup=("backend", "ranks"))
     assert frame.to_dict("records") == [
-        {"model": "ConvNet", "setup": "gloo, 1 rank", "launch": 0, "step time (s)": 2.0}
+        {"model": "ConvNet", "setup": "Gloo, 1 rank", "launch": 0, "step time (s)": 2.0}
     ]
     assert ddp_results.launch_frame(runs, "compression")["compression"].tolist() == ["none"]
 
@@ -331,14 +331,14 @@ def test_the_fit_names_the_record_it_came_from():
     fit = timemodel.all_reduce_alpha_beta([alone, chapter4])
     assert fit["alpha_seconds"] == pytest.approx(1e-4)  # chapter 4's record: the most sizes
     assert ddp_results.fit_source([alone, chapter4], fit, "gloo", "cpu") == (
-        "chapter 4's benchmark (gloo on cpu, two ranks, 3 message sizes, each size's lower quartile of 10 "
-        "iterations)"
+        "chapter 4's benchmark (Gloo with CPU tensors, two ranks, 3 message sizes, each size's lower "
+        "quartile of 10 iterations)"
     )
     own = timemodel.all_reduce_alpha_beta([alone])
     assert own["alpha_seconds"] == pytest.approx(2e-4)
     assert ddp_results.fit_source([alone, chapter4], own, "gloo", "cpu").startswith(
-        "the all-reduce alone, benchmarked because chapter 4 had not run into this results folder (gloo on "
-        "cpu, two ranks, 2 message sizes"
+        "the all-reduce alone, benchmarked because chapter 4 had not run into this results folder (Gloo "
+        "with CPU tensors, two ranks, 2 message sizes"
     )
 
 

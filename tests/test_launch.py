@@ -293,8 +293,8 @@ def test_two_ranks_follow_one_process_step_by_step(followed):
 
 def test_what_is_measured_here_and_what_is_not():
     statement = launch.measured_statement(launch.run_plan(["nccl", "gloo"], "cpu", [1, 2]))
-    assert statement.startswith("**Measured here:** gloo (up to 2 ranks).")
-    assert "**Not measured here: nccl** — NCCL only moves CUDA tensors" in statement
+    assert statement.startswith("**Measured here:** Gloo (up to 2 ranks).")
+    assert "**Not measured here: NCCL** — NCCL only moves CUDA tensors" in statement
 
 
 def test_gpus_that_forbid_sharing_are_refused_before_a_cuda_launch_starts(monkeypatch):

@@ -142,7 +142,7 @@ def bound_limits(bound: dict) -> str:
     said = f"at most {saved} or {lost}"
     if bound.get("compression") and "model_most_saved" in bound:
         said += (
-            f", as the hook timed it, conversions included (the α-β model, bytes alone, has "
+            f", as the hook timed it, conversions included (the α-β model, bytes alone, puts that most at "
             f"{ms(bound['model_most_saved'])} ms saved or {ms(bound['model_most_lost'])} ms lost)"
         )
     return said

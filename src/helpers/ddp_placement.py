@@ -17,14 +17,13 @@ import pandas as pd
 from helpers.ddp import launch_steps, matching, median_of_medians
 from helpers.ddp_nccl import gpus_joined, predicted_band, predicted_ms
 from helpers.ddp_results import (
-    BACKEND_NAMES,
     allreduce_seconds,
     backend_changes,
     describe_change,
     ms,
     warmup_table,
 )
-from helpers.launch import without_advice
+from helpers.launch import BACKEND_NAMES, without_advice
 from helpers.results import hours_apart
 from helpers.stats import PARAGRAPH_BREAK, listed
 

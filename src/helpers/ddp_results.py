@@ -19,6 +19,7 @@ from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, bench
 from helpers.collectives.tables import beyond_the_fit
 from helpers.data import SPLIT_SIZES, take
 from helpers.ddp import launch_steps, loss_parity, matching, median_of_medians
+from helpers.launch import BACKEND_NAMES, placement_words
 from helpers.stats import (
     MATTERS,
     describe_speedup,
@@ -32,9 +33,6 @@ from helpers.stats import (
 )
 
 LEARNS_BY = 0.10  # training accuracy this far above the commonest digit's share: the model has learned
-
-
-BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
 
 
 def below_matters(change: dict) -> bool:
@@ -129,14 +127,16 @@ def compare(runs: list[tuple[dict, dict]], baseline: dict, candidate: dict) -> d
 
 
 def setting_text(key: str, value) -> str:
-    """A varied setting as a figure's legend says it: "2 ranks", "none" (no compression), "gloo"."""
+    """A varied setting as a figure's legend says it: "2 ranks", "none" (no compression), "Gloo"."""
     if key == "ranks":
         return f"{value} rank{'' if value == 1 else 's'}"
+    if key == "backend":
+        return BACKEND_NAMES.get(value, str(value))
     return "none" if value is None else str(value)
 
 
 def launch_frame(runs: list[tuple[dict, dict]], by: str, setup: tuple[str, ...] = ()) -> pd.DataFrame:
-    """One row per launch: the variation's ``by`` setting, its ``setup`` settings in words ("gloo, 2
+    """One row per launch: the variation's ``by`` setting, its ``setup`` settings in words ("Gloo, 2
     ranks"), the launch number and its median step: what the chapter's figures draw (a bar at the median
     launch, whiskers from the fastest to the slowest)."""
     return pd.DataFrame(
@@ -540,8 +540,8 @@ def fit_source(records: list[dict], fit: dict, backend: str, device: str) -> str
         else "chapter 4's benchmark"
     )
     return (
-        f"{what} ({backend} on {device}, two ranks, {sizes} message sizes, each size's lower quartile of "
-        f"{config['iterations']} iterations)"
+        f"{what} ({placement_words(backend, device)}, two ranks, {sizes} message sizes, each size's lower "
+        f"quartile of {config['iterations']} iterations)"
     )
 
 

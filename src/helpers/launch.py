@@ -41,6 +41,14 @@ ROOT_CAUSE = re.compile(
 )
 
 
+BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}  # as readers write them
+
+
+def placement_words(backend: str, device: str) -> str:
+    """A backend and the tensors its ranks hand it, as a reader says them: ``Gloo with CUDA tensors``."""
+    return f"{BACKEND_NAMES.get(backend, backend)} with {device.upper()} tensors"
+
+
 class LaunchError(RuntimeError):
     """A launch that failed, timed out, or whose ranks reported an error."""
 
@@ -421,10 +429,11 @@ def measured_statement(plan: pd.DataFrame) -> str:
     refused = plan.query("not runs").drop_duplicates("backend")
     refused = refused[~refused["backend"].isin(ran.index)]
     parts = [
-        f"**Measured here:** {', '.join(f'{b} (up to {k} ranks)' for b, k in ran.items()) or 'nothing'}."
+        "**Measured here:** "
+        f"{', '.join(f'{BACKEND_NAMES.get(b, b)} (up to {k} ranks)' for b, k in ran.items()) or 'nothing'}."
     ]
     for row in refused.itertuples():
-        parts.append(f"**Not measured here: {row.backend}** — {row.reason}.")
+        parts.append(f"**Not measured here: {BACKEND_NAMES.get(row.backend, row.backend)}** — {row.reason}.")
     return " ".join(parts)
 
 

@@ -11,7 +11,8 @@ import math
 import pandas as pd
 
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, is_pinned
-from helpers.collectives.tables import BACKEND_NAMES, microseconds, operation_label
+from helpers.collectives.tables import microseconds, operation_label
+from helpers.launch import BACKEND_NAMES, placement_words
 from helpers.stats import MATTERS, listed
 
 
@@ -20,16 +21,17 @@ def describe_link(
 ) -> str:
     """α and 1/β of ``operation``'s first fit as a phrase, with what it was fitted to and, given
     ``medians`` (``median_fits``), the fit to the medians beside it: ``α = 20 µs per message and 1/β =
-    1.00 GB/s (gloo on cpu, 2 ranks, fitted to each size's lower quartile of its iterations; the line lies
-    4% from those points, median); fitted to the medians, α = 25 µs and 1/β = 0.90 GB/s``."""
+    1.00 GB/s on 2 ranks (Gloo with CPU tensors), fitted to each size's lower quartile of its iterations
+    (median fit error 4%); fitted to the medians, α = 25 µs and 1/β = 0.90 GB/s``."""
     chosen = fits[fits["operation"] == operation]
     if chosen.empty:
         return f"not fitted (no {operation} measured on {LINK_FIT_WORLD_SIZE} ranks)"
     fit = chosen.iloc[0]
     phrase = (
         f"α = {microseconds(fit['alpha_seconds'])} µs per message and 1/β = "
-        f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s on {fit['ranks']} {fit['backend']}/"
-        f"{fit['device']} ranks, fitted to each size's lower quartile of its iterations (median fit error "
+        f"{fit['bandwidth_bytes_per_second'] / 1e9:.2f} GB/s on {fit['ranks']} ranks "
+        f"({placement_words(fit['backend'], fit['device'])}), fitted to each size's lower quartile "
+        "of its iterations (median fit error "
         f"{fit['median_relative_error']:.0%})"
     )
     beside = None if medians is None else medians[medians["operation"] == operation]
@@ -267,7 +269,8 @@ def describe_beyond(
         ratio, direction, miss = read["median"], read["direction"], read["miss"]
         straddles = read["low"] < 1 < read["high"] and read["reason"] != "within MATTERS"
         took = (
-            f"With {k} ranks ({where}), {name} took {ratio:.2f}× what the two-rank fit predicts (lower "
+            f"With {k} ranks ({placement_words(*where.split('/'))}), {name} took {ratio:.2f}× what the "
+            "two-rank fit predicts (lower "
             f"quartiles, median over message sizes; {read['range']}×"
             + (", so some sizes lie on the other side of the fit)" if straddles else ")")
         )
@@ -330,7 +333,8 @@ def describe_ring(table: pd.DataFrame, ranks: int = LINK_FIT_WORLD_SIZE, brief: 
         reading = f"our ring can match or beat {library}'s all-reduce here"
     else:
         reading = "not resolved"
-    said = f"{reading} — {row['ours ÷ library']:.2f}× its bus bandwidth at {mib} MiB on {k} {where} ranks"
+    bandwidth = f"{row['ours ÷ library']:.2f}× its bus bandwidth"
+    said = f"{reading} — {bandwidth} at {mib} MiB on {k} ranks ({placement_words(*where.split('/'))})"
     if brief:
         return f"{said}, in one launch"
     spread = (

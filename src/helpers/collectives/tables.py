@@ -25,12 +25,13 @@ from helpers.collectives.model import (
 )
 from helpers.collectives.p2p import lockstep_table
 from helpers.collectives.runs import LINK_FIT_WORLD_SIZE, alpha_beta_fits, with_model_seconds
+from helpers.launch import BACKEND_NAMES, placement_words
 from helpers.models import build_model, parameter_bytes
 from helpers.stats import listed, speedup
 from helpers.train import counted
 
 MIB = 2**20
-BACKEND_NAMES = {"gloo": "Gloo", "nccl": "NCCL", "mpi": "MPI"}
+OPERATION_WORDS = {"send_recv": "send/recv"}  # our name for a pair of calls; the others are torch API names
 
 
 def operation_label(operation: str) -> str:
@@ -82,8 +83,9 @@ def describe_matches(
 ) -> str:
     """How many operations matched ``expected_semantics``, out of those ``backend`` ran, and why the others
     did not run, from the statuses of ``table`` (``semantics_frame``): ``with CUDA tensors, all 9
-    operations Gloo ran, of 11 (send_recv of CUDA tensors not attempted; Gloo lacks all_to_all)``. An
-    operation the worker did not attempt was not probed: it is not one the backend lacks."""
+    operations Gloo ran, of 11 (its send/recv of CUDA tensors not attempted; Gloo has no all_to_all)``
+    (the list form: ``all_to_all_single`` is an operation of its own). An operation the worker did not
+    attempt was not probed: it is not one the backend lacks."""
     matched, ran, total = sum(matches.values()), len(matches), len(SEMANTIC_OPERATIONS)
     name = BACKEND_NAMES.get(backend, backend)
     which = f"all {ran}" if matched == ran else f"{matched} of the {ran}"
@@ -96,14 +98,15 @@ def describe_matches(
         if operation in matches:
             continue
         status = str(statuses.get(operation) or "")
+        words = OPERATION_WORDS.get(operation, operation)
         if "needs two ranks" in status:
-            skipped.append(f"{operation} not attempted (one rank)")
+            skipped.append(f"its {words} not attempted (one rank)")
         elif not_attempted(status):
-            skipped.append(f"{operation} of {device.upper()} tensors not attempted" if device else
-                           f"{operation} not attempted")  # fmt: skip
+            skipped.append(f"its {words} of {device.upper()} tensors not attempted" if device else
+                           f"its {words} not attempted")  # fmt: skip
         else:
-            lacking.append(operation)
-    reasons = [*skipped, *([f"{name} lacks {', '.join(lacking)}"] if lacking else [])]
+            lacking.append(words)
+    reasons = [*skipped, *([f"{name} has no {listed(lacking)}"] if lacking else [])]
     return f"{where}{which} operations {name} ran, of {total} ({'; '.join(reasons)})"
 
 
@@ -133,11 +136,13 @@ def support_summary(support: pd.DataFrame, backend: str = "gloo", device: str = 
     PyTorch (every machine can launch Gloo on the CPU), unlike the rest of the matrix."""
     rows = support.query("backend == @backend and device == @device")
     missing = rows.query("not supported")
-    line = f"{backend} on {device} tensors runs {int(rows['supported'].sum())} of {len(rows)} operations"
+    line = f"{placement_words(backend, device)} runs {int(rows['supported'].sum())} of {len(rows)} operations"
     if missing.empty:
         return line
-    lacking = "; ".join(f"{r.operation} ({r.message})" for r in missing.itertuples())
-    return f"{line}; it lacks {lacking}"
+    lacking = "; ".join(
+        f"{OPERATION_WORDS.get(r.operation, r.operation)} ({r.message})" for r in missing.itertuples()
+    )
+    return f"{line}; it has no {lacking}"
 
 
 def unsupported_table(support: pd.DataFrame) -> pd.DataFrame:
@@ -444,7 +449,7 @@ def describe_pipelining(table: pd.DataFrame) -> str:
     for (backend, ranks), row in table.iterrows():
         predicted, measured = float(row["predicted best S*"]), row["fastest measured S"]
         tied, ratio = row[TIED_WITH_FASTEST].split(", "), row[SPEED_OF_A_CHUNK]
-        where = f"With {ranks} ranks ({backend})"
+        where = f"With {ranks} ranks ({BACKEND_NAMES.get(backend, backend)})"
         if "," not in row[MEASURED_CHUNKS]:  # one chunk count tried
             sentences.append(
                 f"{where} only S = {row[MEASURED_CHUNKS]} was measured at the largest message (the launch's "

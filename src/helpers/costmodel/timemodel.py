@@ -24,6 +24,7 @@ from helpers.dataparallel import (
 )
 from helpers.ddp import ddp_bucket_bytes
 from helpers.hardware import usable_cores
+from helpers.launch import placement_words
 from helpers.models import build_model
 from helpers.results import ResultStore
 from helpers.train import counted, stored_step_timing
@@ -560,7 +561,7 @@ def time_model_from_records(
         peer_copy_seconds_per_byte=peer["seconds_per_byte"] if peer else None,
         other_links=other_link_fits(link),
     )
-    source = f"chapter 4: dist.all_reduce benchmark, {backend} on {device_type}"
+    source = f"chapter 4: dist.all_reduce benchmark, {placement_words(backend, device_type)}"
     inputs = pd.DataFrame(
         [
             {"input": "ranks spread over", "value": devices,
