@@ -24,7 +24,7 @@ def test_break_even_seed_case_exactly():
     result = money.break_even(8000, "1.50")
     assert result.hours == Fraction(16000, 3)  # 5,333 1/3 h
     assert result.years == Fraction(8, 3)  # 2.666… full-time years of 2,000 h
-    assert money.mixed_number(result.hours) == "5,333 1/3"
+    assert money.exactly(result.hours, 1, " h") == "5,333.3 h (exactly 16,000/3)"
     assert money.decimal_expansion(result.years) == "2.666…"
 
 
@@ -34,14 +34,18 @@ def test_break_even_with_performance_adjustment_exactly():
     assert result.hours == Fraction(11200, 3)  # 3,733 1/3 h
     assert result.years == Fraction(28, 15)  # 1.866… years
     line = money.describe_break_even(result)
-    assert "$5,600.00" in line and "3,733 1/3 h" in line and "(1.866…) years" in line
+    assert (
+        line == "$8,000.00 adjusted by -30% to $5,600.00 at $1.50/h → 3,733.3 h (exactly 11,200/3) = 1.87 "
+        "years (exactly 28/15) of 2,000 h"
+    )
 
 
-def test_break_even_table_rounds_what_is_exact():
-    table = money.break_even_table(8000, "1.50")
-    assert list(table["hours_exact"]) == ["5,333 1/3", "3,733 1/3"]
-    assert list(table["hours_rounded"]) == [5333, 3733]
-    assert list(table["years_rounded"]) == [2.67, 1.87]
+def test_rounding_is_half_up_in_decimal_and_a_fraction_shows_only_where_short():
+    # a binary float rounds 2.675 to 2.67 and 1/8 to 0.12; the exact value rounds half up
+    assert money.rounded(Fraction(107, 40), 2) == "2.68" and money.rounded(Fraction(1, 8), 2) == "0.13"
+    assert money.rounded(Fraction(16000, 3), 1) == "5,333.3"
+    assert money.exactly(Fraction(1, 16), 4) == "0.0625"  # ends within its places: exact, no fraction
+    assert money.exactly(Fraction(1000, 367), 1, " h") == "2.7 h"  # a long fraction would say nothing
 
 
 @pytest.mark.parametrize(
@@ -55,8 +59,11 @@ def test_break_even_refuses_impossible_inputs(arguments):
 def test_number_formats():
     assert money.decimal_expansion(Fraction(3, 2)) == "1.5"
     assert money.decimal_expansion(Fraction(16000, 3), 2) == "5,333.33…"
-    assert money.mixed_number(Fraction(-7, 2)) == "-3 1/2"
-    assert money.mixed_number(Fraction(2, 3)) == "2/3"
+    assert money.fraction_text(Fraction(-7, 2)) == "-7/2" and money.fraction_text(Fraction(2000)) == "2,000"
+    # a decimal that ends within its places needs no fraction beside it
+    assert (
+        money.exactly(Fraction(3, 2), 2) == "1.5" and money.exactly(Fraction(2, 3), 2) == "0.67 (exactly 2/3)"
+    )
     assert money.money(Fraction(3, 2)) == "$1.50"
 
 
@@ -120,11 +127,11 @@ def test_epochs_to_accuracy():
 def test_the_seed_quoted_beside_its_exact_figures():
     table = money.seed_break_even_table("8000", "1.50").set_index("case")
     assert table.loc["standard", "the seed says"] == "~5,250 hours … ~2.5 years"
-    assert table.loc["standard", "exact hours"] == "5,333 1/3 (≈ 5,333.3)"
-    assert table.loc["standard", "exact years"] == "2 2/3 (≈ 2.67)"
+    assert table.loc["standard", "hours"] == "5,333.3 (exactly 16,000/3)"
+    assert table.loc["standard", "years"] == "2.67 (exactly 8/3)"
     assert table.loc["adjusted by −30 %", "the seed says"] == "~3,750 hours … ~1.75 years"
-    assert table.loc["adjusted by −30 %", "exact hours"] == "3,733 1/3 (≈ 3,733.3)"
-    assert table.loc["adjusted by −30 %", "exact years"] == "1 13/15 (≈ 1.87)"
+    assert table.loc["adjusted by −30 %", "hours"] == "3,733.3 (exactly 11,200/3)"
+    assert table.loc["adjusted by −30 %", "years"] == "1.87 (exactly 28/15)"
 
 
 def test_one_dated_price_table():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 import pandas as pd
@@ -51,14 +51,31 @@ def decimal_expansion(value: Fraction, digits: int = 3) -> str:
     return text + ("…" if rest else "")
 
 
-def mixed_number(value: Fraction) -> str:
-    """``value`` as a whole number and a proper fraction: 16000/3 → "5,333 1/3"."""
+def fraction_text(value: Fraction) -> str:
+    """``value`` as its fraction in lowest terms: 16000/3 → "16,000/3"; a whole number as itself."""
     value = exact(value)
-    sign = "-" if value < 0 else ""
-    whole, rest = divmod(abs(value.numerator), value.denominator)
-    if rest == 0:
-        return f"{sign}{whole:,}"
-    return f"{sign}{whole:,} {rest}/{value.denominator}" if whole else f"{sign}{rest}/{value.denominator}"
+    whole = f"{value.numerator:,}"
+    return whole if value.denominator == 1 else f"{whole}/{value.denominator}"
+
+
+def rounded(value: Fraction, places: int) -> str:
+    """``value`` rounded half up (in decimal, not through a binary float) to ``places`` decimals, with
+    thousands separators: 16000/3 → "5,333.3" at one place, 107/40 → "2.68" at two."""
+    value = exact(value)
+    quotient = Decimal(value.numerator) / Decimal(value.denominator)
+    return f"{quotient.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):,}"
+
+
+def exactly(value: Fraction, places: int, unit: str = "") -> str:
+    """A reader's decimal first, the exact fraction after it: 16000/3 → "5,333.3 h (exactly 16,000/3)".
+    A value whose decimal ends within ``places`` is that decimal alone ("2,000 h", "0.0625"); a fraction
+    of a denominator over 100 is its rounded decimal alone (its fraction would tell a reader nothing)."""
+    value = exact(value)
+    if (value * 10**places).denominator == 1:
+        return f"{decimal_expansion(value, places)}{unit}"
+    if value.denominator > 100:
+        return f"{rounded(value, places)}{unit}"
+    return f"{rounded(value, places)}{unit} (exactly {fraction_text(value)})"
 
 
 @dataclass(frozen=True)
@@ -111,46 +128,20 @@ def money(value) -> str:
     return "$" + decimal_expansion(value, 4)
 
 
-def describe_break_even(result: BreakEven, digits: int = 3) -> str:
-    """One line with the exact break-even next to its truncated decimal expansion."""
+def describe_break_even(result: BreakEven) -> str:
+    """One line: the prices, then the break-even in hours and in full-time years (``exactly``: each a
+    decimal, with its fraction beside it where that fraction is short)."""
     adjusted = (
         f" adjusted by {decimal_expansion(result.performance_adjustment * 100)}% to "
         f"{money(result.effective_price)}"
         if result.performance_adjustment
         else ""
     )
-
-    def both(value: Fraction, unit: str) -> str:  # a short exact fraction and its expansion; a long one alone
-        expansion = decimal_expansion(value, digits)
-        if value.denominator > 100:
-            return f"{expansion}{unit}"
-        return f"{mixed_number(value)}{unit} ({expansion}{unit})"
-
     return (
         f"{money(result.machine_price)}{adjusted} at {money(result.hourly_price)}/h → "
-        f"{both(result.hours, ' h')} = {both(result.years, '')} years of "
-        f"{mixed_number(result.hours_per_year)} h"
+        f"{exactly(result.hours, 1, ' h')} = {exactly(result.years, 2, ' years')} of "
+        f"{fraction_text(result.hours_per_year)} h"
     )
-
-
-def break_even_table(
-    machine_price, hourly_price, adjustments=(0, "-0.3"), hours_per_year=2000
-) -> pd.DataFrame:
-    """The seed's comparison: break-even for each performance adjustment, exact and rounded."""
-    rows = []
-    for adjustment in adjustments:
-        result = break_even(machine_price, hourly_price, adjustment, hours_per_year)
-        rows.append(
-            {
-                "performance_adjustment": float(result.performance_adjustment),
-                "effective_price": float(result.effective_price),
-                "hours_exact": mixed_number(result.hours),
-                "hours_rounded": round(result.hours_float),
-                "years_exact": mixed_number(result.years),
-                "years_rounded": round(result.years_float, 2),
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def dollars_per_epoch(epoch_seconds, hourly_price) -> Fraction:
@@ -370,8 +361,8 @@ def seed_break_even_table(machine_price, hourly_price, hours_per_year=2000) -> p
             {
                 "case": "standard" if adjustment == "0" else "adjusted by −30 %",
                 "the seed says": quoted,
-                "exact hours": f"{mixed_number(result.hours)} (≈ {float(result.hours):,.1f})",
-                "exact years": f"{mixed_number(result.years)} (≈ {float(result.years):.2f})",
+                "hours": exactly(result.hours, 1),
+                "years": exactly(result.years, 2),
             }
         )
     return pd.DataFrame(rows)
