@@ -314,8 +314,14 @@ def test_the_value_of_an_hour_in_words_with_its_band():
     )
     # the answer box's brief: the central values alone
     assert prose.hour_value_sentence(frame, "m8")["hour_value_brief"] == (
-        "The 8 GPUs of m8 cost less per result than its one-GPU offer: for `ConvNet` once an hour of your "
-        "waiting is worth more than 0.516 dollars; never for `LinearNet` at the central inputs."
+        "The 8 GPUs of m8 cost less per result than its one-GPU offer for `ConvNet` once an hour of your "
+        "waiting is worth more than 0.516 dollars; for `LinearNet` they never do, at the central inputs."
+    )
+    # where no model pays, "never" is said once, up front
+    never = frame.assign(hour_value_break_even_low=math.inf)
+    assert prose.hour_value_sentence(never, "m8")["hour_value_brief"] == (
+        "The 8 GPUs of m8 never cost less per result than its one-GPU offer, for `ConvNet` whatever the "
+        "inputs; for `LinearNet` whatever the inputs."
     )
     assert "no one-GPU offer" in prose.hour_value_sentence(frame, "m1")["hour_value_answer"]
 

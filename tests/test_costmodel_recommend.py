@@ -321,6 +321,7 @@ def test_gpu_step_timings_of_a_gpu_run_replace_the_roofline(tmp_path, monkeypatc
         ("ConvNet", "H100 SXM 80 GB"): lines})  # fmt: skip
     assert set(frame["basis"]) == {"measured"}
     assert recommend.gpu_step_timings("nothing").empty
+    assert recommend.measured_computes(recommend.gpu_step_timings("nothing")) == {}  # the roofline stands
 
 
 def test_independent_runs_of_one_batch_are_pooled(tmp_path, monkeypatch):

@@ -406,34 +406,40 @@ def hour_value_sentence(at_batch: pd.DataFrame, machine: str = "AWS p5.48xlarge"
     in total per result than its one-GPU offer (``money.break_even_hour_value``), with its band, to the
     three significant digits of the renter table; and for the answer box its brief, the central values
     alone (``hour_value_brief``)."""
-    parts, briefs = [], []
+    parts, pays, never = [], [], []
     mine = at_batch[(at_batch["machine"] == machine) & (at_batch["gpus"] > 1)]
     for row in mine[mine["cost_multiplier"].notna()].itertuples():
         central, low, high = (row.hour_value_break_even, row.hour_value_break_even_low,
                               row.hour_value_break_even_high)  # fmt: skip
         if math.isinf(low):
             parts.append(f"`{row.model}` at no value of an hour, whatever the inputs")
-            briefs.append(f"never for `{row.model}`, whatever the inputs")
+            never.append((row.model, "whatever the inputs"))
         elif math.isinf(central):
             best = f"only at the inputs' most favourable end, from {significant(low)} dollars an hour"
             parts.append(f"`{row.model}` at no value of an hour at the central inputs, where it is no faster "
                          f"({best})")  # fmt: skip
-            briefs.append(f"never for `{row.model}` at the central inputs")
+            never.append((row.model, "at the central inputs"))
         else:
             band = (f"from {significant(low)} dollars to never" if math.isinf(high)
                     else f"{significant(low)}–{significant(high)} dollars")  # fmt: skip
             worth = f"more than {significant(central)} dollars"
             parts.append(f"`{row.model}` once an hour is worth {worth} ({band} over the inputs)")
-            briefs.append(f"for `{row.model}` once an hour of your waiting is worth {worth}")
+            pays.append(f"for `{row.model}` once an hour of your waiting is worth {worth}")
     if not parts:
         none = f"{machine} has no one-GPU offer to set its total cost against."
         return {"hour_value_answer": none, "hour_value_brief": none}
     gpus = int(mine["gpus"].iloc[0])
     cheaper = f"the {gpus} GPUs of {machine} cost less per result than its one-GPU offer"
+    if pays:  # what pays first, then where it never does: "never" leads no clause
+        brief = f"The {gpus} GPUs of {machine} cost less per result than its one-GPU offer " + "; ".join(pays)
+        brief += "".join(f"; for `{model}` they never do, {which}" for model, which in never)
+    else:
+        never_for = "; ".join(f"for `{model}` {which}" for model, which in never)
+        brief = f"The {gpus} GPUs of {machine} never cost less per result than its one-GPU offer, {never_for}"
     return {
         "hour_value_answer": "Counting your waiting too (machine dollars + hours × what an hour is worth to "
         f"you), {cheaper}: for " + "; for ".join(parts) + ".",
-        "hour_value_brief": f"{cheaper[0].upper()}{cheaper[1:]}: " + "; ".join(briefs) + ".",
+        "hour_value_brief": brief + ".",
     }
 
 

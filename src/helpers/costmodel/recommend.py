@@ -188,8 +188,10 @@ def _timing_run(model, batch, device, hardware: dict, steps, machine: str, sourc
 def measured_computes(measured: pd.DataFrame) -> dict:
     """Per (model, GPU) measured at two or more batches: a ``Compute`` for the lines through the fastest
     ("low"), median ("central") and slowest ("high") timed steps (``fit_line``), the optimizer's share
-    taken from the roofline."""
+    taken from the roofline. Empty where no GPU was measured: the roofline stands for every GPU."""
     computes = {}
+    if measured.empty:
+        return computes
     for (model, gpu), rows in measured.groupby(["model", "gpu"]):
         if rows["batch"].nunique() < 2:
             continue
