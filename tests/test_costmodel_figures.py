@@ -55,6 +55,35 @@ def test_speedups_and_the_renters_choice_plot_the_bands():
     )
     assert list(band.get_ydata()) == pytest.approx([convnet["speedup_low"], convnet["speedup_high"]])
     assert convnet["cost_multiplier_high"] == pytest.approx(8 / convnet["speedup_low"])  # p5: 8 × one's price
+    # every machine priced: each point in its machine's look (its GPU's colour, its count's marker), the
+    # same look the time-to-result figure gives it, drawn hollow; one size for a point that stands alone,
+    # smaller inside another's ring where two machines are predicted at one point
+    machines = [config.name for config in CONFIGURATIONS]
+    every = recommend.summarize(recommend.scenario_predictions(("ConvNet",), machines, (100,)))
+    shown = every[(every["gpus"] > 1) & every["cost_multiplier"].notna()]
+    drawn = figures.plot_renter_choice(every, "every machine").axes[0].lines
+    points = {line.get_label(): line for line in drawn if line.get_label() in set(shown["machine"])}
+    assert len(points) == len(shown) > 5
+    every_machine = figures.machine_looks(machines)
+    bands = pd.DataFrame({"machine": list(points), "global_batch": 100, "seconds_to_target": 1.0,
+                          "seconds_to_target_low": 0.5, "seconds_to_target_high": 2.0})  # fmt: skip
+    lines = {line.get_label(): line for line in figures.plot_time_to_result(bands, "t").axes[0].lines}
+    for machine, point in points.items():
+        colour, _, marker = every_machine[machine]
+        assert (point.get_color(), point.get_marker()) == (
+            colour,
+            marker,
+        ) and point.get_markerfacecolor() == "none"
+        assert lines[machine].get_color() == colour  # the other machine figure's colour for it
+    assert len({every_machine[m][0] for m in points}) == len(
+        {BY_NAME[m].gpu for m in points}
+    )  # a GPU, a colour
+    alone = [p.get_markersize() for p in points.values()]
+    assert max(alone) == figures.RING and alone.count(figures.RING) >= len(points) - 2
+    two = pd.concat([shown.iloc[:1], shown.iloc[:1].assign(machine=shown["machine"].iloc[1])])
+    nested = [line for line in figures.plot_renter_choice(two, "two").axes[0].lines if line.get_label() in
+              set(two["machine"])]  # fmt: skip
+    assert [line.get_markersize() for line in nested] == [figures.RING, figures.RING / 1.8]
     # a reader's model is registered with the digest of what was counted; its panel is titled by its name
     counted = figures.plot_renter_choice(summary.replace({"model": {"ConvNet": "ConvNet [0e882f44]"}}), "x")
     assert "ConvNet" in [axis.get_title() for axis in counted.axes]

@@ -5,12 +5,13 @@ several panels go into a grid, legends under the panels."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from helpers.costmodel.configurations import BY_NAME
+from helpers.costmodel.configurations import BY_NAME, CONFIGURATIONS
 from helpers.costmodel.gpus import shown_name
 from helpers.costmodel.prose import METHOD_NAMES
 from helpers.plotting import (
@@ -54,13 +55,17 @@ def _band_lines(
 COUNT_LOOKS = {1: ("-", "o"), 2: ("-.", "D"), 4: ("--", "s"), 8: (":", "^")}
 
 
+GPU_COLOURS = tuple(dict.fromkeys(config.gpu for config in CONFIGURATIONS))  # a GPU's colour in every figure
+
+
 def machine_looks(machines) -> dict[str, tuple[str, str, str]]:
-    """``{machine: (colour, line style, marker)}``: one colour per GPU kind, in the order the machines
-    come, and a line style and marker per GPU count, so that 15 machines read without a colour repeated
+    """``{machine: (colour, line style, marker)}``: one colour per GPU kind, numbered in the order of
+    chapter 5's table of machines (so that a GPU keeps its colour in every figure, whichever machines it
+    draws), and a line style and marker per GPU count, so that 15 machines read without a colour repeated
     for two different GPUs, and two machines of one GPU differ by their count's line (a machine not in
-    chapter 5's tables is a kind of its own, of one GPU)."""
+    chapter 5's tables is a kind of its own, of one GPU, coloured after the table's kinds)."""
     kinds = {m: (BY_NAME[m].gpu, BY_NAME[m].gpus) if m in BY_NAME else (m, 1) for m in machines}
-    colours = list(dict.fromkeys(gpu for gpu, _ in kinds.values()))
+    colours = list(dict.fromkeys([*GPU_COLOURS, *(gpu for gpu, _ in kinds.values())]))
     return {
         m: (f"C{colours.index(gpu) % 10}", *COUNT_LOOKS.get(count, ("-", "o")))
         for m, (gpu, count) in kinds.items()
@@ -196,24 +201,37 @@ def plot_gpu_speedups(summary: pd.DataFrame, what: str) -> plt.Figure:
     return figure
 
 
+NEAR, RING = 0.05, 9  # points within 5 % on both axes nest; a lone point's marker size (pt)
+
+
 def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
     """What a renter decides: each multi-GPU machine's speed-up against what its result costs over the
     one-GPU offer, one panel per model, two across, log-log; right of x = 1 is dearer, above y = 1 faster.
     The band is a segment, not a cross: a result's dollars are the price ratio ÷ the speed-up, so its
-    slowest end is its dearest (a cross would draw pairs no input gives)."""
+    slowest end is its dearest (a cross would draw pairs no input gives). Each machine keeps its look from
+    ``machine_looks`` (its GPU's colour, its count's marker), drawn hollow; a machine predicted where one
+    already drawn lies (within ``NEAR`` on both axes) is drawn smaller, inside it, as a nested ring: one
+    size for every point that stands alone, so that size says nothing but "here are two"."""
     frame = summary[(summary["gpus"] > 1) & summary["cost_multiplier"].notna()]
     models = list(dict.fromkeys(frame["model"]))
-    machines = list(dict.fromkeys(frame["machine"]))
+    looks = machine_looks(dict.fromkeys(frame["machine"]))
     figure, axes = panel_grid(len(models), columns=2, panel_height=3.1)
     for axis, model in zip(axes, models, strict=True):
+        drawn: list[tuple[float, float]] = []
         for row in frame[frame["model"] == model].itertuples():
-            color = f"C{machines.index(row.machine) % 10}"
+            color, _, marker = looks[row.machine]
+            point = (row.cost_multiplier, row.speedup)
+            apart = [max(abs(math.log(a / b)) for a, b in zip(point, other, strict=True)) for other in drawn]
+            near = sum(distance < math.log(1 + NEAR) for distance in apart)
+            drawn.append(point)
             slowest, fastest = (
                 (row.cost_multiplier_high, row.speedup_low),
                 (row.cost_multiplier_low, row.speedup_high),
             )
-            axis.plot(*zip(slowest, fastest, strict=True), color=color, linewidth=2.5, alpha=0.5)
-            axis.plot([row.cost_multiplier], [row.speedup], "o", color=color, label=row.machine)
+            axis.plot(*zip(slowest, fastest, strict=True), color=color, linewidth=2.5, alpha=0.35)
+            size = RING / (1 + 0.8 * near)
+            axis.plot(*point, marker, color=color, markersize=size, markerfacecolor="none",
+                      markeredgewidth=1.5, label=row.machine)  # fmt: skip
         axis.axhline(1, color="grey", linewidth=0.8)
         axis.axvline(1, color="grey", linewidth=0.8)
         axis.set(xscale="log", yscale="log", title=shown_name(model),
@@ -222,6 +240,8 @@ def plot_renter_choice(summary: pd.DataFrame, what: str) -> plt.Figure:
         log_ticks(axis.yaxis)
     figure = titled(figure, what, "PREDICTIONS")
     _shared_legend(figure, axes)
+    for handle in figure.legends[-1].legend_handles:  # a machine's key at one size
+        handle.set_markersize(RING)
     return figure
 
 
