@@ -346,11 +346,21 @@ const figures = [...article.querySelectorAll('.cell_output img')].filter(i => i.
 // on a phone code scrolls sideways rather than wrap (wrapped, a long line broke identifiers mid-name)
 const wrapped_code = screen < 600 ? [...article.querySelectorAll('pre')].filter(p => p.closest(CODE))
   .filter(p => getComputedStyle(p).whiteSpace !== 'pre').map(p => p.innerText.slice(0, 40)) : [];
+// inline code breaks between its words, and inside one only where the word is wider than its block
+// (the lines a word's text is laid out on, however its box is displayed; its width on one line)
+const lines = w => { const r = document.createRange(); r.selectNodeContents(w);
+  return new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top))).size; };
+const whole = w => { const was = w.style.whiteSpace; w.style.whiteSpace = 'nowrap';
+  const r = document.createRange(); r.selectNodeContents(w); const width = r.getBoundingClientRect().width;
+  w.style.whiteSpace = was; return width; };
+const broken_names = [...article.querySelectorAll('code.literal span.pre')].filter(w => !folded(w))
+  .filter(w => lines(w) > 1 && whole(w) <= w.closest('p, li, td, th, dd, dt, div').clientWidth)
+  .map(w => w.innerText.slice(0, 40));
 const answer = article.querySelector('.admonition.important');
 const bullets = answer ? [...answer.querySelectorAll('li')].map(li => li.innerText.trim())
   .map(t => [t.split(/\\s+/).length, t.slice(0, 60)]).filter(([words]) => words > arguments[3]) : [];
 return {paragraphs, outputs, plurals, floats: [...new Set(floats)], headings, wider, bullets, unlabelled,
-        formulas, figures, wrapped_code,
+        formulas, figures, wrapped_code, broken_names,
         answer: answer ? (answer.getBoundingClientRect().top + window.scrollY) / window.innerHeight : null,
         screens: document.documentElement.scrollHeight / window.innerHeight};
 """
@@ -363,7 +373,8 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     """At 1280 px and at a phone's 390 px: no paragraph over 200 words, no output over 60 lines
     outside a fold, no "(s)" plural, no number in a table with more than 4 significant digits after its
     point's zeros, no heading wider than the screen, nothing run off the column and no page wider than the
-    screen, no output scrolling sideways without saying so, no formula wider than the column, no figure
+    screen, no output scrolling sideways without saying so, no formula wider than the column, no inline
+    name broken over two lines where it fits on one, no figure
     drawn so small that its smallest text shows under 9 px (a phone gets each figure's phone layout), no
     answer-box bullet over 45 words (the box answers in a sentence; what its figures are follows it), and a
     chapter's answer within its first two screens at 1280 px and on the first at 390 px."""
@@ -401,6 +412,7 @@ def test_every_page_keeps_the_layout_budgets(browser, served, page, width):
     )
     assert not found["formulas"], f"{page} at {width} px: formulas wider than the column {found['formulas']}"
     assert not found["wrapped_code"], f"{page} at {width} px: code wraps {found['wrapped_code'][:2]}"
+    assert not found["broken_names"], f"{page} at {width} px: inline code broken {found['broken_names'][:3]}"
     assert not found["figures"], (
         f"{page} at {width} px: figures whose smallest text shows at {found['figures']} px"
     )
