@@ -11,8 +11,9 @@ from helpers.study import notebooks_dir
 NOTEBOOKS = sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
 HIDDEN = {"remove-input", "hide-input", "remove-cell", "hide-cell"}
 FOLDED = {"hide-input", "hide-output", "hide-cell"}  # a toggle the reader opens
-# plumbing a reader need not see: the results store, progress bars, fallbacks for a missing device
-BOOKKEEPING = re.compile(r"\bstore\b|stored_|tqdm\(|^\s*else:\s*$", re.MULTILINE)
+# plumbing a reader need not see: the results store, progress bars, fallbacks for a missing device or
+# for a table with no rows
+BOOKKEEPING = re.compile(r"\bstore\b|stored_|tqdm\(|^\s*else:\s*$|\bif len\(|\.empty\b(?!\()", re.MULTILINE)
 PAGE_WIDTH = 96  # characters of code the book's column shows without scrolling
 
 
