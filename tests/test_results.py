@@ -295,3 +295,38 @@ def test_a_round_stopped_while_measured_again_is_finished_by_the_next_run(tmp_pa
     assert calls == ["ddp", "dataparallel"]
     assert done[0]["measured_with"] == done[1]["measured_with"]
     assert third.measured_at == {record["measured_at"] for record in done}  # the discarded days are gone
+
+
+def test_two_comparisons_sharing_a_record_are_measured_once_then_reused_whole(tmp_path):
+    # chapter 6: the scaling round's two-rank DDP launch is also the sharding round's baseline
+    calls = []
+
+    def comparison(store, names):
+        def measure(name):
+            return lambda: calls.append(name) or {"name": name}
+
+        return [store.measure({"kind": "demo", "run": name}, measure(name)) for name in names]
+
+    def study():
+        store = results.ResultStore("shared", root=tmp_path, hardware=HARDWARE)
+        calls.clear()
+        scaling = store.together(lambda: comparison(store, ["one rank", "two ranks"]))
+        sharding = store.together(lambda: comparison(store, ["two ranks", "zero3"]))
+        return store, scaling, sharding
+
+    store, scaling, sharding = study()
+    assert calls == ["one rank", "two ranks", "zero3"]  # the shared launch is measured once
+    assert {r["measured_with"] for r in scaling + sharding} == {scaling[0]["measured_with"]}
+    assert all(store.get(r["config"]) == r for r in scaling + sharding)  # the stamp the caller got is stored
+    study()
+    assert calls == []  # the next run reuses both, measuring nothing
+    # a later run without one of the sharding round's records: the shared launch, from an earlier run, is
+    # measured again beside it; the scaling round, now split, is measured again whole on the run after,
+    # which the sharding round joins (its zero3 measured again), and from then on nothing is
+    store.path({"kind": "demo", "run": "zero3"}).unlink()
+    study()
+    assert calls == ["zero3", "two ranks"]
+    study()
+    assert calls == ["one rank", "two ranks", "zero3"]
+    _, scaling, sharding = study()
+    assert calls == [] and len({r["measured_with"] for r in scaling + sharding}) == 1

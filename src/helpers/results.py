@@ -160,6 +160,7 @@ class ResultStore:
         self.measured_at: set[str] = set()  # when each record this store has handed out was measured
         self._together: dict | None = None  # inside ``together``: its round stamp, keys measured and reused
         self._remeasure: set[str] = set()  # keys ``together`` found stale: measured again, not reused
+        self._rounds: set[str] = set()  # stamps of the rounds this store measured records in (this run)
 
     def code_version(self, kind: str) -> str:
         """The code version a record of ``kind`` gets (and must still have to be reused)."""
@@ -267,14 +268,14 @@ class ResultStore:
         self.measured_at.add(record["measured_at"])
         self._remeasure.discard(key)
         if self._together is not None:
-            self._together["measured"].add(key)
+            self._together["measured"][key] = record
         return record
 
     def _new_round(self) -> dict:
         """A round of ``together``: its stamp (stored in each record it measures), its keys measured and
         reused."""
         stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")  # newest sorts last
-        return {"round": f"{stamp} {uuid.uuid4().hex[:8]}", "measured": set(), "reused": {}}
+        return {"round": f"{stamp} {uuid.uuid4().hex[:8]}", "measured": {}, "reused": {}}
 
     def together(self, body: Callable[[], object]):
         """``body()``'s measurements as one comparison, whose halves are reused together or measured
@@ -283,22 +284,40 @@ class ResultStore:
         records removed), or reused records of different rounds (a run stopped while a round was being
         measured again), the reused ones are stale halves, measured on another day at another speed, so
         ``body`` runs once more with those measured again beside the others (which it then reuses).
-        Records older than the stamps (none carries one) are taken as one round. Returns what ``body``'s
-        last run returned; ``body`` must read its records from ``measure``."""
+        Records older than the stamps (none carries one) are taken as one round.
+
+        Two comparisons may share a record (chapter 6's sharding compares against the DDP launch its
+        scaling runs measured): a comparison that reuses a record of a round this store measured minutes
+        before, in this run, joins that round. Its records from any other round are measured again, and
+        what it measures is stamped with the joined round, so that on the next run both comparisons are
+        whole rounds and are reused, not measured again in turn. Returns what ``body``'s last run
+        returned; ``body`` must read its records from ``measure``."""
         if self._together is not None:
             raise RuntimeError("ResultStore.together does not nest: one comparison at a time")
         self._together = self._new_round()
         stale: set[str] = set()
+        measured: dict[str, dict] = {}
         try:
             result = body()
             reused = self._together["reused"]
-            mixed = len({record.get("measured_with") for record in reused.values()}) > 1
-            stale = set(reused) if self._together["measured"] or mixed else set()
+            measured.update(self._together["measured"])
+            stamps = {record.get("measured_with") for record in reused.values()}
+            joined = max(stamps & self._rounds, default=None)  # the latest, if it shares with several
+            if joined is not None:
+                stale = {key for key, record in reused.items() if record.get("measured_with") != joined}
+            elif measured or len(stamps) > 1:
+                stale = set(reused)
             if stale:
                 self._remeasure |= stale
                 self.measured_at -= {reused[key]["measured_at"] for key in stale}  # the discarded days
                 self._together = {**self._new_round(), "round": self._together["round"]}  # the same round
                 result = body()
+                measured.update(self._together["measured"])
+            if measured:
+                self._rounds.add(joined or self._together["round"])
+            for key, record in measured.items() if joined else ():
+                record["measured_with"] = joined  # the caller's record, and the stored one
+                write_json_atomically(self.folder / "records" / f"{key}.json", record)
         finally:
             self._together = None
             self._remeasure -= stale  # a run stopped halfway leaves nothing to re-measure outside a round
