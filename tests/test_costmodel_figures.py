@@ -2,34 +2,47 @@
 
 import pandas as pd
 import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
 from test_plotting import HARDWARE, fits_the_column, title
 
 from helpers.costmodel import figures, gpus, recommend, seed
 from helpers.costmodel.configurations import BY_NAME, CONFIGURATIONS
 
 
-def test_the_roofline_draws_each_gpus_band_and_the_measured_steps():
-    roofline = gpus.roofline_table(["ConvNet"], ["H100 SXM 80 GB", "GTX 1080 Ti"], [10, 100])
+def test_the_roofline_draws_a_line_per_gpu_and_the_band_of_the_gpu_measured():
+    shown = ["H100 SXM 80 GB", "GTX 1080 Ti", "H200 SXM 141 GB"]
+    roofline = gpus.roofline_table(["ConvNet"], shown, [10, 100])
     measured = pd.DataFrame({"model": ["ConvNet"], "gpu": ["H200 SXM 141 GB"], "batch": [10],
                              "step_seconds": [1e-3], "step_min": [8e-4], "step_max": [1.3e-3]})  # fmt: skip
     figure = figures.plot_roofline(roofline, measured)
     axis = figure.axes[0]
     assert "PREDICTIONS" in title(figure) and fits_the_column(figure)
-    h100 = roofline[roofline["gpu"] == "H100 SXM 80 GB"]
-    line = next(line for line in axis.lines if line.get_label() == "H100 SXM 80 GB")
-    assert list(line.get_ydata()) == list(h100["step_seconds"])
-    band = axis.collections[0].get_paths()[0].vertices[:, 1]  # the shaded band spans lowest to highest
-    assert band.min() == pytest.approx(h100["step_seconds_low"].min())
-    assert band.max() == pytest.approx(h100["step_seconds_high"].max())
-    assert "with the steps measured on the GPUs named" in title(figure)
+    lines = {line.get_label(): line for line in axis.lines if line.get_label() in shown}
+    for gpu in shown:
+        assert list(lines[gpu].get_ydata()) == list(roofline[roofline["gpu"] == gpu]["step_seconds"])
+    # one look per GPU, its colour the one its machines have in the renter's figures, a marker of its own
+    looks = {gpu: (line.get_color(), line.get_marker()) for gpu, line in lines.items()}
+    assert looks["H100 SXM 80 GB"][0] == figures.machine_looks(["AWS p5.48xlarge"])["AWS p5.48xlarge"][0]
+    assert len({marker for _, marker in looks.values()}) == len({colour for colour, _ in looks.values()}) == 3
+    # the band is shaded for the GPU measured, lowest to highest, where its steps are set against it: eight
+    # bands overlapping hid one another
+    (band,) = [c for c in axis.collections if isinstance(c, PolyCollection)]
+    h200 = roofline[roofline["gpu"] == "H200 SXM 141 GB"]
+    assert band.get_facecolor()[0][:3] == pytest.approx(to_rgba(looks["H200 SXM 141 GB"][0])[:3])
+    assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(h200["step_seconds_low"].min())
+    assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(h200["step_seconds_high"].max())
+    assert "shaded: the band of the H200 SXM 141 GB, against its steps measured" in title(figure)
     (crosses,) = [
-        c
-        for c in axis.containers
-        if c.get_label() == "measured on one H200 SXM 141 GB (fastest–slowest step)"
+        c for c in axis.containers if c.get_label() == "measured, one H200 SXM 141 GB (fastest–slowest step)"
     ]
     assert list(crosses.lines[0].get_ydata()) == [0.001]
     spread = crosses.lines[2][0].get_segments()[0]  # the bar from the fastest to the slowest step
     assert (spread[0][1], spread[1][1]) == pytest.approx((8e-4, 1.3e-3))
+    # with no GPU measured, every GPU's band is shaded
+    unchecked = figures.plot_roofline(roofline)
+    bands = [c for c in unchecked.axes[0].collections if isinstance(c, PolyCollection)]
+    assert len(bands) == len(shown) and "shaded: each GPU's band" in title(unchecked)
 
 
 def test_speedups_and_the_renters_choice_plot_the_bands():

@@ -210,7 +210,17 @@ def test_collective_figures_name_the_hardware():
     ]
     modelled = plotting.plot_model_against_measured(pd.concat([frame[:2], three[:2]]), "α-β", HARDWARE)
     assert HARDWARE in title(modelled) and modelled.get_size_inches()[0] <= 7.5
-    assert [axis.get_title() for axis in modelled.axes] == ["gloo/cpu, 2 ranks", "gloo/cpu, 3 ranks"]
+    assert [axis.get_title() for axis in modelled.axes] == [
+        "Gloo with CPU tensors, 2 ranks",
+        "Gloo with CPU tensors, 3 ranks",
+    ]
+    assert figure.axes[1].get_title() == "other collectives\nGloo with CPU tensors, 2 ranks"
+    # the other collectives: a colour per operation, the study's own implementation dashed beside torch's
+    torchs = frame[2:3].assign(label="broadcast (torch.distributed)", operation="broadcast")
+    right = plotting.plot_bandwidth(pd.concat([frame, torchs]), "Bus bandwidth", HARDWARE).axes[1]
+    looks = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in right.lines}
+    assert looks["broadcast (torch.distributed)"] == (looks["broadcast (ring)"][0], "-")
+    assert looks["broadcast (ring)"][1] == "--"
     pipelined = plotting.plot_broadcast_pipelining(frame[2:], 2.6, "pipelining", HARDWARE)
     assert HARDWARE in title(pipelined) and "S* ≈ 3" in [  # a chunk count is a whole number
         t.get_text() for t in pipelined.axes[0].get_legend().texts

@@ -14,6 +14,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from helpers import batchsize
 from helpers.data import CLIP_SAMPLES, FSDD, SAMPLE_RATE
+from helpers.launch import placement_words
 
 
 def plain_number(value: float, _position=None) -> str:
@@ -413,8 +414,16 @@ def plot_bandwidth(
         squeeze=False,
     )  # fmt: skip
     names = list(ok["implementation"].unique())
-    colours = dict(zip(names, sns.color_palette(n_colors=len(names)), strict=True))
     markers = dict(zip(names, "osD^vP*X" * 2, strict=False))
+    # all-reduce's implementations compared: a colour each; the other collectives: a colour per operation,
+    # the study's own implementation of one dashed beside torch.distributed's
+    palette = sns.color_palette(n_colors=10)
+    operations = list(dict.fromkeys(ok.loc[ok["family"] != "all-reduce", "collective"]))
+    reduces = list(dict.fromkeys(ok.loc[ok["family"] == "all-reduce", "implementation"]))
+    looks = {name: (palette[reduces.index(name) % 10], "-") for name in reduces}
+    for name, operation in ok.loc[ok["family"] != "all-reduce", ["implementation", "collective"]].values:
+        number = (len(reduces) + operations.index(operation)) % 10
+        looks[name] = (palette[number], "-" if "torch.distributed" in name else "--")
     for row, (backend, device, k) in enumerate(setups):
         for column, family in enumerate(["all-reduce", "other collectives"]):
             axis = axes[row][column]
@@ -422,12 +431,13 @@ def plot_bandwidth(
                        & (ok["family"] == family)]  # fmt: skip
             for name, group in shown.groupby("implementation", sort=False):
                 group = group.sort_values("bytes")
+                colour, style = looks[name]
                 axis.plot(group["bytes"], group["busbw_GBps"], marker=markers[name], markersize=4,
-                          color=colours[name], label=name)  # fmt: skip
+                          color=colour, linestyle=style, label=name)  # fmt: skip
             _bytes_axis(axis)
             axis.set_yscale("log")
             axis.yaxis.set_major_formatter(PLAIN)
-            axis.set_title(f"{family}, {backend}/{device}, {k} ranks", fontsize=9)
+            axis.set_title(f"{family}\n{placement_words(backend, device)}, {k} ranks", fontsize=9)
             axis.set_xlabel("message size (bytes)" if row == len(setups) - 1 else "")
             axis.set_ylabel("busbw (GB/s, log)" if column == 0 else "")
             _reference_line(axis, reference)
@@ -468,7 +478,7 @@ def plot_model_against_measured(frame: pd.DataFrame, what: str, hardware: str) -
             axis.plot(group["bytes"], group["model_seconds"], "-", linewidth=1, color=colours[name])
         _bytes_axis(axis)
         axis.set_yscale("log")
-        axis.set_title(f"{backend}/{device}, {k} ranks", fontsize=9)
+        axis.set_title(f"{placement_words(backend, device)}, {k} ranks", fontsize=9)
         axis.set_ylabel("seconds (log)")
     for axis in axes.flat[len(setups) :]:
         axis.set_visible(False)

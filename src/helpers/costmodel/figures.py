@@ -39,36 +39,52 @@ def _band_lines(
     hue: str,
     looks: dict | None = None,
     alpha: float = 0.15,
+    shaded=None,
 ) -> None:
     """One line per ``hue`` value through the central ``y``, shaded between ``y``_low and ``y``_high; its
     colour, line style and marker from ``looks`` (``{value: (colour, style, marker)}``), else the palette's
-    colours in turn; ``alpha``: the bands' opacity (lighter where many overlap)."""
+    colours in turn; ``alpha``: the bands' opacity (lighter where many overlap); ``shaded``: the values
+    whose band is drawn (default: every one)."""
     for index, (name, rows) in enumerate(frame.groupby(hue, sort=False)):
         rows = rows.sort_values(x)
         colour, style, marker = (looks or {}).get(name, (f"C{index}", "-", "o"))
         axis.plot(rows[x], rows[y], marker=marker, markersize=3, color=colour, linestyle=style, label=name)
-        axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=colour, alpha=alpha,
-                          linewidth=0)  # fmt: skip
+        if shaded is None or name in shaded:
+            axis.fill_between(rows[x], rows[f"{y}_low"], rows[f"{y}_high"], color=colour, alpha=alpha,
+                              linewidth=0)  # fmt: skip
 
 
 # A machine drawn by what it is: its GPU's colour, and a line of its GPU count's look.
 COUNT_LOOKS = {1: ("-", "o"), 2: ("-.", "D"), 4: ("--", "s"), 8: (":", "^")}
-
-
 GPU_COLOURS = tuple(dict.fromkeys(config.gpu for config in CONFIGURATIONS))  # a GPU's colour in every figure
+GPU_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a GPU's marker where one line is drawn per GPU
+
+
+def _gpu_numbers(gpus) -> dict[str, int]:
+    """``{gpu: number}``: chapter 5's table of machines numbers the GPU kinds, so that a GPU keeps its
+    colour in every figure whichever GPUs it draws; a GPU not in that table comes after its kinds."""
+    numbered = list(dict.fromkeys([*GPU_COLOURS, *gpus]))
+    return {gpu: numbered.index(gpu) for gpu in gpus}
+
+
+def gpu_looks(gpus) -> dict[str, tuple[str, str, str]]:
+    """``{gpu: (colour, line style, marker)}`` for figures with one line per GPU: its colour as in
+    ``machine_looks``, and a marker of its own, so that two GPUs of like colours still differ."""
+    return {
+        gpu: (f"C{number % 10}", "-", GPU_MARKERS[number % len(GPU_MARKERS)])
+        for gpu, number in _gpu_numbers(dict.fromkeys(gpus)).items()
+    }
 
 
 def machine_looks(machines) -> dict[str, tuple[str, str, str]]:
-    """``{machine: (colour, line style, marker)}``: one colour per GPU kind, numbered in the order of
-    chapter 5's table of machines (so that a GPU keeps its colour in every figure, whichever machines it
-    draws), and a line style and marker per GPU count, so that 15 machines read without a colour repeated
-    for two different GPUs, and two machines of one GPU differ by their count's line (a machine not in
-    chapter 5's tables is a kind of its own, of one GPU, coloured after the table's kinds)."""
+    """``{machine: (colour, line style, marker)}``: its GPU's colour (``gpu_looks``), and a line style and
+    marker per GPU count, so that 15 machines read without a colour repeated for two different GPUs, and
+    two machines of one GPU differ by their count's line (a machine not in chapter 5's tables is a kind of
+    its own, of one GPU)."""
     kinds = {m: (BY_NAME[m].gpu, BY_NAME[m].gpus) if m in BY_NAME else (m, 1) for m in machines}
-    colours = list(dict.fromkeys([*GPU_COLOURS, *(gpu for gpu, _ in kinds.values())]))
+    numbers = _gpu_numbers(dict.fromkeys(gpu for gpu, _ in kinds.values()))
     return {
-        m: (f"C{colours.index(gpu) % 10}", *COUNT_LOOKS.get(count, ("-", "o")))
-        for m, (gpu, count) in kinds.items()
+        m: (f"C{numbers[gpu] % 10}", *COUNT_LOOKS.get(count, ("-", "o"))) for m, (gpu, count) in kinds.items()
     }
 
 
@@ -152,28 +168,34 @@ def plot_predicted_against_measured(validated: pd.DataFrame, what: str, hardware
 
 
 def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None) -> plt.Figure:
-    """Predicted single-GPU step time against batch, one line per GPU with its band (shaded: lowest to
-    highest over the uncertain inputs), one panel per model (log-log), two across; measured GPU steps as
-    crosses where the study has them."""
+    """Predicted single-GPU step time against batch, one line per GPU (``gpu_looks``), one panel per model
+    (log-log), two across; measured GPU steps as crosses where the study has them. The band (lowest to
+    highest over the uncertain inputs) is shaded for the GPUs measured, where the crosses are set against
+    it, and for every GPU when none was: eight overlapping bands hide one another (the chapter's table
+    gives every GPU's)."""
     models = list(dict.fromkeys(predicted["model"]))
+    checked = measured is not None and len(measured) > 0
+    shaded = set(measured["gpu"]) if checked else None
+    looks = gpu_looks(dict.fromkeys(predicted["gpu"]))
     figure, axes = panel_grid(len(models), columns=2, panel_height=3.0)
     for axis, model in zip(axes, models, strict=True):
-        _band_lines(axis, predicted[predicted["model"] == model], "batch", "step_seconds", "gpu")
-        if measured is not None and len(measured):
-            for gpu, points in measured[measured["model"] == model].groupby("gpu", sort=False):
-                spread = [
-                    points["step_seconds"] - points["step_min"],
-                    points["step_max"] - points["step_seconds"],
-                ]
-                axis.errorbar(points["batch"], points["step_seconds"], yerr=spread, fmt="kX", markersize=7,
-                              capsize=2, label=f"measured on one {gpu} (fastest–slowest step)")  # fmt: skip
+        rows = predicted[predicted["model"] == model]
+        _band_lines(axis, rows, "batch", "step_seconds", "gpu", looks, alpha=0.2, shaded=shaded)
+        for gpu, points in measured[measured["model"] == model].groupby("gpu", sort=False) if checked else ():
+            spread = [
+                points["step_seconds"] - points["step_min"],
+                points["step_max"] - points["step_seconds"],
+            ]
+            axis.errorbar(points["batch"], points["step_seconds"], yerr=spread, fmt="kX", markersize=7,
+                          capsize=2, label=f"measured, one {gpu} (fastest–slowest step)")  # fmt: skip
         plain_log_axes(axis, sorted(predicted["batch"].unique()))
         axis.set(xlabel="batch per GPU", ylabel="seconds per step", title=shown_name(model))
-    checked = measured is not None and len(measured)
-    figure = titled(
-        figure, "One training step on one GPU: the roofline's band (float32, TF32 off)",
-        "PREDICTIONS" + (", with the steps measured on the GPUs named" if checked else ""),
-    )  # fmt: skip
+    if checked:
+        gpus = " and ".join(sorted(shaded))
+        what = f"PREDICTIONS; shaded: the band of the {gpus}, against its steps measured"
+    else:
+        what = "PREDICTIONS; shaded: each GPU's band"
+    figure = titled(figure, "One training step on one GPU: the roofline (float32, TF32 off)", what)
     _shared_legend(figure, axes)
     return figure
 
