@@ -111,11 +111,11 @@ def test_several_held_out_points_give_their_mean_worst_and_how_many_meet_the_goa
     assert "mean absolute percentage error is 22 % (worst 42 %" in found["held_out_summary"]
     assert "on 1 ranks" not in found["held_out_detail"]
     assert (
-        "`MelCNN` on 4 ranks -42 % (-43 to -32 %), outside the book's 15 % goal, its whole interval too"
+        "`MelCNN` on 4 ranks −42 % (−43 to −32 %), outside the book's 15 % goal, its whole interval too"
         in (found["held_out_detail"])
     )
     assert (
-        "`WaveTransformer` on 4 ranks -7 % (-18 to -5 %), within the book's 15 % goal, though"
+        "`WaveTransformer` on 4 ranks −7 % (−18 to −5 %), within the book's 15 % goal, though"
         in (found["held_out_detail"])
     )
 
@@ -220,5 +220,6 @@ def test_the_calibration_and_its_launches_are_one_comparison(tmp_path, monkeypat
     assert calls == ["steps", "launches"] and steps["measured_with"] == launches["measured_with"]
     store.path(launches["config"]).unlink()  # the launches removed: the calibration is measured again too
     calls.clear()
-    validate.calibrate_and_validate(store, "spec", model, [8, 16], 16, [1, 2], **settings)
+    tomorrow = ResultStore("held-out", root=tmp_path, hardware={"machine": "test"})  # the next run
+    validate.calibrate_and_validate(tomorrow, "spec", model, [8, 16], 16, [1, 2], **settings)
     assert calls == ["launches", "steps"]

@@ -297,21 +297,23 @@ def test_a_round_stopped_while_measured_again_is_finished_by_the_next_run(tmp_pa
     assert third.measured_at == {record["measured_at"] for record in done}  # the discarded days are gone
 
 
+def runs_of(store, names, calls):
+    """A comparison of the runs ``names``, each measured (and appended to ``calls``) unless stored."""
+    return [
+        store.measure({"kind": "demo", "run": name}, lambda name=name: calls.append(name) or {"name": name})
+        for name in names
+    ]
+
+
 def test_two_comparisons_sharing_a_record_are_measured_once_then_reused_whole(tmp_path):
     # chapter 6: the scaling round's two-rank DDP launch is also the sharding round's baseline
     calls = []
 
-    def comparison(store, names):
-        def measure(name):
-            return lambda: calls.append(name) or {"name": name}
-
-        return [store.measure({"kind": "demo", "run": name}, measure(name)) for name in names]
-
     def study():
         store = results.ResultStore("shared", root=tmp_path, hardware=HARDWARE)
         calls.clear()
-        scaling = store.together(lambda: comparison(store, ["one rank", "two ranks"]))
-        sharding = store.together(lambda: comparison(store, ["two ranks", "zero3"]))
+        scaling = store.together(lambda: runs_of(store, ["one rank", "two ranks"], calls))
+        sharding = store.together(lambda: runs_of(store, ["two ranks", "zero3"], calls))
         return store, scaling, sharding
 
     store, scaling, sharding = study()
@@ -330,3 +332,23 @@ def test_two_comparisons_sharing_a_record_are_measured_once_then_reused_whole(tm
     assert calls == ["one rank", "two ranks", "zero3"]
     _, scaling, sharding = study()
     assert calls == [] and len({r["measured_with"] for r in scaling + sharding}) == 1
+
+
+def test_comparisons_sharing_records_with_several_rounds_merge_them_and_hand_out_what_is_stored(tmp_path):
+    # A(a, s1) and B(b, s2) measured in one run, then C(s1, s2, c): the three are one round from then on
+    calls = []
+
+    layout = [["a", "s1"], ["b", "s2"], ["s1", "s2", "c"]]
+
+    def study():
+        store = results.ResultStore("merged", root=tmp_path, hardware=HARDWARE)
+        calls.clear()
+        return store, [store.together(lambda names=names: runs_of(store, names, calls)) for names in layout]
+
+    store, handed = study()
+    assert calls == ["a", "s1", "b", "s2", "c"]
+    every = [record for records in handed for record in records]
+    assert len({record["measured_with"] for record in every}) == 1
+    assert all(store.get(record["config"]) == record for record in every)  # what each caller holds is stored
+    study()
+    assert calls == []  # reused whole, no round split

@@ -160,7 +160,8 @@ class ResultStore:
         self.measured_at: set[str] = set()  # when each record this store has handed out was measured
         self._together: dict | None = None  # inside ``together``: its round stamp, keys measured and reused
         self._remeasure: set[str] = set()  # keys ``together`` found stale: measured again, not reused
-        self._rounds: set[str] = set()  # stamps of the rounds this store measured records in (this run)
+        self._rounds: dict[str, set[str]] = {}  # this run's rounds: stamp -> keys of the records it stamped
+        self._handed: dict[str, list[dict]] = {}  # records handed out inside ``together``, by key
 
     def code_version(self, kind: str) -> str:
         """The code version a record of ``kind`` gets (and must still have to be reused)."""
@@ -231,9 +232,16 @@ class ResultStore:
             self.measured_at.add(record["measured_at"])
             if self._together is not None and key not in self._together["measured"]:
                 self._together["reused"][key] = record  # (one measured afresh in this round is fresh)
+                self._handed.setdefault(key, []).append(record)
             return record
         if self.records_of:
             chapter = os.environ.get(CHAPTER_VARIABLE, "this chapter")
+            if key in self._remeasure:
+                raise MissingRecord(
+                    f"{chapter}: machine {self.records_of}'s {config['kind']} record of "
+                    f"{canonical_json(config)} belongs to a comparison whose records were measured in "
+                    "different rounds (a run stopped while it was measured again); measure it again there"
+                )
             raise MissingRecord(
                 f"{chapter}: machine {self.records_of} has no {config['kind']} record of "
                 f"{canonical_json(config)} (under code {self.code_version(config['kind'])}); measure it there"
@@ -269,6 +277,7 @@ class ResultStore:
         self._remeasure.discard(key)
         if self._together is not None:
             self._together["measured"][key] = record
+            self._handed.setdefault(key, []).append(record)
         return record
 
     def _new_round(self) -> dict:
@@ -287,41 +296,56 @@ class ResultStore:
         Records older than the stamps (none carries one) are taken as one round.
 
         Two comparisons may share a record (chapter 6's sharding compares against the DDP launch its
-        scaling runs measured): a comparison that reuses a record of a round this store measured minutes
-        before, in this run, joins that round. Its records from any other round are measured again, and
-        what it measures is stamped with the joined round, so that on the next run both comparisons are
-        whole rounds and are reused, not measured again in turn. Returns what ``body``'s last run
-        returned; ``body`` must read its records from ``measure``."""
+        scaling runs measured): a comparison that reuses records of rounds this store measured earlier in
+        this run joins them, all measured minutes apart, into one round (the latest's stamp). Its records
+        from any earlier run are measured again, and what it measures is stamped with the joined round, so
+        that on the next run every comparison is one whole round, reused, and none is measured again in
+        turn. Returns what ``body``'s last run returned; ``body`` must read its records from ``measure``."""
         if self._together is not None:
             raise RuntimeError("ResultStore.together does not nest: one comparison at a time")
         self._together = self._new_round()
         stale: set[str] = set()
-        measured: dict[str, dict] = {}
+        fresh: set[str] = set()
         try:
             result = body()
             reused = self._together["reused"]
-            measured.update(self._together["measured"])
+            fresh |= set(self._together["measured"])
             stamps = {record.get("measured_with") for record in reused.values()}
-            joined = max(stamps & self._rounds, default=None)  # the latest, if it shares with several
+            joined = max(stamps & set(self._rounds), default=None)  # this run's rounds it shares records with
             if joined is not None:
+                for stamp in stamps & set(self._rounds) - {joined}:  # merged: all of this run, minutes apart
+                    keys = self._rounds.pop(stamp)
+                    self._stamp(keys, joined)
+                    self._rounds[joined] |= keys
                 stale = {key for key, record in reused.items() if record.get("measured_with") != joined}
-            elif measured or len(stamps) > 1:
+            elif fresh or len(stamps) > 1:
                 stale = set(reused)
             if stale:
                 self._remeasure |= stale
                 self.measured_at -= {reused[key]["measured_at"] for key in stale}  # the discarded days
                 self._together = {**self._new_round(), "round": self._together["round"]}  # the same round
                 result = body()
-                measured.update(self._together["measured"])
-            if measured:
-                self._rounds.add(joined or self._together["round"])
-            for key, record in measured.items() if joined else ():
-                record["measured_with"] = joined  # the caller's record, and the stored one
-                write_json_atomically(self.folder / "records" / f"{key}.json", record)
+                fresh |= set(self._together["measured"])
+            if fresh:
+                round_stamp = joined or self._together["round"]
+                if joined is not None:
+                    self._stamp(fresh, joined)
+                self._rounds.setdefault(round_stamp, set()).update(fresh)
         finally:
             self._together = None
             self._remeasure -= stale  # a run stopped halfway leaves nothing to re-measure outside a round
         return result
+
+    def _stamp(self, keys: set[str], stamp: str) -> None:
+        """Give the records of ``keys`` the round ``stamp``: on disk (read again, so that nothing a caller
+        changed in its copy is stored) and in every copy ``together`` handed out."""
+        for key in keys:
+            path = self.folder / "records" / f"{key}.json"
+            stored = read_json(path)
+            if stored is not None:
+                write_json_atomically(path, {**stored, "measured_with": stamp})
+            for record in self._handed.get(key, []):
+                record["measured_with"] = stamp
 
     def records(self, kind: str | None = None, all_machines: bool = False) -> list[dict]:
         """Finished records of this run, optionally of one kind, oldest first: this machine's, measured
