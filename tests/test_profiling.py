@@ -168,8 +168,10 @@ def test_the_table_and_the_ratio_read_the_same_medians():
     the ratio said; each step's own ratio ranges from 2 to 3."""
     steps = [(3, 1), (2, 1), (4, 2)]
     result = fake_profile({}, step_ms=10)
-    result["profiled"] = [fake_step({"aten::convolution_backward": b, "aten::mkldnn_convolution": f}, 10)
-                          for b, f in steps]  # fmt: skip
+    result["profiled"] = [
+        fake_step({"aten::convolution_backward": b, "aten::mkldnn_convolution": f, "aten::add_": 0.043}, 10)
+        for b, f in steps
+    ]
     ratio = profiling.backward_forward(result)
     assert (ratio.median, ratio.low, ratio.high, ratio.count) == pytest.approx((3.0, 2.0, 3.0, 3))
     table = profiling.operator_table(result)
@@ -180,6 +182,7 @@ def test_the_table_and_the_ratio_read_the_same_medians():
     ]
     assert table.loc["aten::convolution_backward"].tolist()[1:] == ["3.0", "2.0–4.0"]
     assert table.loc["aten::mkldnn_convolution"].tolist()[1:] == ["1.0", "1.0–2.0"]
+    assert table.loc["aten::add_"].tolist()[1:] == ["0.043", "0.043–0.043"]  # 43 µs, not "0.0"
     assert profiling.ratio_text(ratio) == "3.00× (2.00–3.00× over 3 steps of one run)"
 
 
@@ -258,7 +261,7 @@ def test_where_bf16_loses_its_time():
         "change is in the convolutions (+19,000 ms)"
     )
     table = profiling.precision_profile_table(profiles)
-    assert table.loc["the whole step (sum)", ("ConvNet", "bf16")] == "20,600.0"
+    assert table.loc["the whole step (sum)", ("ConvNet", "bf16")] == "20,600"
     assert table.index.name == "ms of a step, median of 3 profiled steps"
     converting = profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 2.0, 0.2])
     assert profiling.explain_precision(converting, "ConvNet").endswith(
@@ -268,36 +271,37 @@ def test_where_bf16_loses_its_time():
     faster = profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 0.5, 0.1, 0.1, 0.15])
     said = profiling.explain_precision(faster, "ConvNet")
     assert "everything else took 150 ms against 200 ms" in said
-    assert said.endswith("the largest change is in the convolutions (-500 ms)")
+    assert said.endswith("the largest change is in the convolutions (−500 ms)")
     small = profiles.assign(seconds=[0.01, 0.1, 0.0, 0.2, 0.005, 0.1, 0.0, 0.2])
-    assert profiling.explain_precision(small, "ConvNet").endswith("in the convolutions (-5.0 ms)")
+    assert profiling.explain_precision(small, "ConvNet").endswith("in the convolutions (−5.00 ms)")
     # the profiled totals, 1.3 s in float32 and 20.6 s in bf16 (a speed-up of 0.06x: 20.6 / 1.3 = 15.85 times
     # as long), against what the timed steps say; a speed-up below 1 is said as the time taken (1 / 0.07 =
     # 14.29, its interval's ends 1 / 0.08 = 12.50 and 1 / 0.05 = 20.00), as the chapter's sentence says it
     inside = {"speedup": 0.07, "low": 0.05, "high": 0.08, "verdict": "slower"}
     assert profiling.explain_precision(profiles, "ConvNet", inside).endswith(
-        "; the profiled totals (1,300 ms in float32, 20,600 ms in bf16: taking 15.85× as long) agree with "
-        "the timed steps, taking 14.29× as long (12.50–20.00×)"
+        "; the profiled totals (1,300 ms in float32, 20,600 ms in bf16: bf16 taking 15.85× as long) agree "
+        "with the timed steps, in which bf16 took 14.29× as long (12.50–20.00×)"
     )
     outside = {"speedup": 1.06, "low": 0.98, "high": 1.18, "verdict": "not resolved"}
     assert profiling.explain_precision(profiles, "ConvNet", outside).endswith(
-        "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: taking 15.85× as long) do not "
-        "reproduce the timed steps, 1.06× (0.98–1.18×), so this profile does not explain it"
+        "; but the profiled totals (1,300 ms in float32, 20,600 ms in bf16: bf16 taking 15.85× as long) do "
+        "not reproduce the timed steps, in which bf16 ran 1.06× as fast (0.98–1.18×, not resolved), so this "
+        "profile does not explain it"
     )
     # chapter 1's ConvNet on the H200: profiled 4.01×, timed 3.80× (3.74–3.83×): ln 4.01 / ln 3.80 =
     # 1.3888 / 1.3350 = 104 % of the timed change
     quartered = profiles.assign(seconds=[4.01, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     close = {"speedup": 3.80, "low": 3.74, "high": 3.83, "verdict": "faster"}
     assert profiling.explain_precision(quartered, "ConvNet", close).endswith(
-        "; the profiled totals (4,010 ms in float32, 1,000 ms in bf16: 4.01×) lie outside the timed steps' "
-        "interval, 3.80× (3.74–3.83×), but their change is 104 % of the timed one (as logarithms of the "
-        "ratios): close enough to show where the difference lies"
+        "; the profiled totals (4,010 ms in float32, 1,000 ms in bf16: bf16 4.01× as fast) lie outside the "
+        "timed steps' interval, in which bf16 ran 3.80× as fast (3.74–3.83×), but their change is 104 % of "
+        "the timed one (as logarithms of the ratios): close enough to show where the difference lies"
     )
     # a profile at 1.01× against a timed 1.08× (1.06–1.10×) holds ln 1.01 / ln 1.08 = 13 % of it: no
     small_gain = profiles.assign(seconds=[1.01, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     timed = {"speedup": 1.08, "low": 1.06, "high": 1.10, "verdict": "faster"}
     assert profiling.explain_precision(small_gain, "ConvNet", timed).endswith("does not explain it")
-    assert "conversions and copies added under 1 ms" in profiling.explain_precision(
+    assert "conversions and copies added 0.400 ms" in profiling.explain_precision(
         profiles.assign(seconds=[1.0, 0.1, 0.0, 0.2, 1.0, 0.1, 0.0004, 0.2]), "ConvNet"
     )
 

@@ -198,3 +198,9 @@ def test_a_tiny_or_huge_number_reads_as_a_power_of_ten_and_an_ordinary_one_plain
     assert stats.scientific(0.0052) == "0.0052" and stats.scientific(0.315, 3) == "0.315"
     assert stats.scientific(1234.5) == "1,200" and stats.scientific(2.5e6) == "2.5 × 10⁶"
     assert stats.scientific(0) == "0" and stats.scientific(1e-5, 1) == "1 × 10⁻⁵"
+
+
+def test_a_signed_number_carries_a_minus_sign_not_a_hyphen():
+    assert stats.signed(-0.3, 1) == "−0.3" and stats.signed(0.25, 2) == "+0.25"
+    assert stats.signed(-0.30512) == "−0.305" and stats.signed(19_000) == "+19,000"  # significant digits
+    assert stats.signed(-1234.5, 0) == "−1,234"  # rounded half to even, as format does

@@ -27,6 +27,7 @@ from helpers.stats import (
     ms,
     plural,
     scientific,
+    signed,
     significant,
     whole_percent,
     within_matters,
@@ -429,7 +430,7 @@ def rounding_sentence(check: dict, ranks: int, model: str) -> str:
             on = f"on all {seeds} seeds" if seeds > 1 else "on its one seed"
             accuracy = f"was identical to uncompressed float32's {on}"
         else:
-            each = ", ".join(f"seed {seed} {gap * 100:+.2f}".replace("-", "−") for seed, gap in gaps.items())
+            each = ", ".join(f"seed {seed} {signed(gap * 100, 2)}" for seed, gap in gaps.items())
             accuracy = (
                 f"was within {largest * 100:.2f} points of uncompressed float32's on every seed "
                 f"({_clips(largest, clips)} of the {clips:,}; {name} less float32: {each})"

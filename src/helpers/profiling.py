@@ -27,8 +27,8 @@ from helpers.stats import (
     MATTERS,
     Spread,
     apart_digits,
-    ratio_words,
     shown_ratio,
+    signed,
     significant,
     speedup,
     spread,
@@ -305,14 +305,15 @@ def host_device_verdict(result: dict) -> str:
 
 def operator_table(result: dict, rows: int = 6) -> pd.DataFrame:
     """The ``rows`` costliest operators of the profiled steps (``median_operators``): calls per step, the
-    median self time in milliseconds and its range over the steps (on a GPU, of the kernels each launched)."""
+    median self time in milliseconds and its range over the steps (on a GPU, of the kernels each launched),
+    to two significant digits, so that a 40 µs operator reads 0.040, not 0.0."""
     frame = median_operators(result).head(rows)
     clock = "on the GPU" if result["device_seconds"] is not None else "on the host"
     steps = len(result["profiled"])
     return pd.DataFrame({
         "calls per step": frame["calls"],
-        f"self time {clock} (ms), median": (frame["median"] * 1e3).map("{:,.1f}".format),
-        f"range over {steps} steps (ms)": [f"{low * 1e3:,.1f}–{high * 1e3:,.1f}"
+        f"self time {clock} (ms), median": (frame["median"] * 1e3).map(lambda ms: significant(ms, 2)),
+        f"range over {steps} steps (ms)": [f"{significant(low * 1e3, 2)}–{significant(high * 1e3, 2)}"
                                            for low, high in zip(frame["low"], frame["high"], strict=True)],
     })  # fmt: skip
 
@@ -515,14 +516,9 @@ def precision_profile_table(profiles: pd.DataFrame) -> pd.DataFrame:
     steps = int(profiles["profiled_steps"].iloc[0])
     return (
         (table * 1e3)
-        .map("{:,.1f}".format)
+        .map(significant)  # the prose's three digits: a 0.076 ms conversion reads 0.0760, not 0.1
         .rename_axis(index=f"ms of a step, median of {steps} profiled steps")
     )
-
-
-def whole_ms(seconds: float) -> str:
-    """Seconds as whole milliseconds, "under 1" for what would round to 0 ("added 0 ms" reads as none)."""
-    return "under 1" if abs(seconds) < 0.5e-3 else f"{seconds * 1e3:,.0f}"
 
 
 def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = None) -> str:
@@ -538,28 +534,32 @@ def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = N
     extra = rows["bf16"] - rows["float32"]
     main_ms = {precision: significant(rows.loc[main, precision] * 1e3) for precision in ("bf16", "float32")}
     rest_ms = {p: significant(rows.loc["everything else", p] * 1e3) for p in ("bf16", "float32")}
+    conversions = extra["conversions and copies"] * 1e3
+    converted = f"{'added' if conversions >= 0 else 'saved'} {significant(abs(conversions))} ms"
     text = (
         f"{model}'s {main} took {main_ms['bf16']} ms in bf16 against {main_ms['float32']} ms in float32, "
-        f"conversions and copies added {whole_ms(extra['conversions and copies'])} ms, and everything else "
+        f"conversions and copies {converted}, and everything else "
         f"took {rest_ms['bf16']} ms against {rest_ms['float32']} ms"
     )
     largest = extra.abs().idxmax()
     change = extra[largest] * 1e3
     what = {main: f"the {main}", "conversions and copies": "the conversions and copies"}.get(largest, largest)
-    digits = 1 if abs(change) < 10 else 0
-    text += f": in the profiled steps the largest change is in {what} ({change:+,.{digits}f} ms)"
+    text += f": in the profiled steps the largest change is in {what} ({signed(change)} ms)"
     if timed is None:
         return text
     totals = rows.sum()
     ratio = totals["float32"] / totals["bf16"]
 
-    def read(speedup: float) -> str:  # a ratio below 1 as the time taken, as the timed steps are said
-        return ("taking " if speedup < 1 else "") + ratio_words(speedup)
+    def read(speedup: float, verbs: tuple[str, str]) -> str:  # bf16's ratio, said with its direction
+        faster, slower = verbs
+        return (f"bf16 {faster}{speedup:.2f}× as fast" if speedup >= 1
+                else f"bf16 {slower}{1 / speedup:.2f}× as long")  # fmt: skip
 
     said = (f"the profiled totals ({significant(totals['float32'] * 1e3)} ms in float32, "
-            f"{significant(totals['bf16'] * 1e3)} ms in bf16: {read(ratio)})")  # fmt: skip
+            f"{significant(totals['bf16'] * 1e3)} ms in bf16: {read(ratio, ('', 'taking '))})")  # fmt: skip
     _, low, high = shown_ratio(timed)
-    interval = f"{read(timed['speedup'])} ({low:.2f}–{high:.2f}×)"
+    resolved = ", not resolved" if timed.get("verdict") == "not resolved" else ""
+    interval = f"in which {read(timed['speedup'], ('ran ', 'took '))} ({low:.2f}–{high:.2f}×{resolved})"
     if timed["low"] <= ratio <= timed["high"]:
         return text + f"; {said} agree with the timed steps, {interval}"
     share = math.log(ratio) / math.log(timed["speedup"]) if timed["speedup"] != 1 else math.inf

@@ -263,6 +263,14 @@ def shown_ratio(result: dict) -> tuple[float, float, float]:
     return (1 / ratio, 1 / high, 1 / low) if ratio < 1 else (ratio, low, high)
 
 
+def signed(value: float, digits: int | None = None) -> str:
+    """``value`` with its sign, as type sets it (a minus sign, not a hyphen): to ``digits`` decimals
+    ("+0.3", "−0.3"), or, without ``digits``, to ``significant``'s three digits ("−0.305", "+19,000")."""
+    if digits is None:
+        return ("−" if value < 0 else "+") + significant(abs(value))
+    return f"{value:+,.{digits}f}".replace("-", "−")
+
+
 def ratio_words(speedup: float, digits: int = 2, per: str = "") -> str:
     """A speed-up as the book says it (``shown_ratio``): "1.52×" from 1 up, and below 1 the time taken,
     "1.20× as long" (``per``: what that time is of, " per sample"; ``describe_speedup`` puts "taking"

@@ -162,7 +162,7 @@ def validation_view(table: pd.DataFrame) -> pd.DataFrame:
         )
     ]
     error = [
-        f"{e:+.0f} ({lo:+.0f} to {hi:+.0f})"
+        f"{stats.signed(e, 0)} ({stats.signed(lo, 0)} to {stats.signed(hi, 0)})"
         for e, lo, hi in zip(table["error_percent"], table["error_low"], table["error_high"], strict=True)
     ]
     counts = sorted(set(table.loc[table["launches"] > 1, "launches"]))
@@ -285,13 +285,15 @@ def held_out_sentences(
 
     def spread(r) -> str:
         """The error's spread over launches; none from one launch."""
-        return f" ({r.error_low:+.0f} to {r.error_high:+.0f} %)" if r.launches > 1 else ""
+        if r.launches == 1:
+            return ""
+        return f" ({stats.signed(r.error_low, 0)} to {stats.signed(r.error_high, 0)} %)"
 
     def drifted(r) -> str | None:
         return drift(medians.get((r.model, r.ranks), []))
 
     found["held_out_detail"] = "; ".join(
-        f"{point(r)} {r.error_percent:+.0f} %{spread(r)}, {verdict(r)}"
+        f"{point(r)} {stats.signed(r.error_percent, 0)} %{spread(r)}, {verdict(r)}"
         + (f" — its launches drifted, {drifted(r)}" if drifted(r) and len(rows) > 1 else "")
         for r in rows
     )
@@ -305,7 +307,7 @@ def held_out_sentences(
     )
     if len(rows) == 1:
         r = rows[0]
-        ends = f"{r.error_low:+.0f} to {r.error_high:+.0f} %"
+        ends = f"{stats.signed(r.error_low, 0)} to {stats.signed(r.error_high, 0)} %"
         if r.launches < 2:
             launches = ", one launch"
         elif word(r) == "range":
@@ -316,7 +318,8 @@ def held_out_sentences(
             f"predicts its DDP step on {r.ranks} ranks, the one multi-rank point measured here, "
             f"{off_by(r.error_percent)}"
         )
-        found["held_out_answer"] = f"{opening}{said} ({r.error_percent:+.0f} %{launches}): {verdict(r)}."
+        error = stats.signed(r.error_percent, 0)
+        found["held_out_answer"] = f"{opening}{said} ({error} %{launches}): {verdict(r)}."
         found["held_out_summary"] = (
             "That is the only multi-rank point measured here, so its error is the whole test: one point, not "
             "a mean over models and rank counts."

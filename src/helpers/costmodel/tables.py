@@ -22,7 +22,7 @@ from helpers.costmodel.recommend import (
     time_to_result,
 )
 from helpers.costmodel.rule import FLOOR, HELD, HELD_OR_NOT, HIDE, NOT_HELD
-from helpers.stats import MATTERS, significant
+from helpers.stats import MATTERS, signed, significant
 from helpers.train import counted
 
 
@@ -393,7 +393,7 @@ def roofline_error_display(errors: pd.DataFrame) -> pd.DataFrame:
         "roofline (ms)": banded(errors.rename(columns={"roofline_low": "roofline_seconds_low",
                                                        "roofline_high": "roofline_seconds_high"}),
                                 "roofline_seconds", 1e3),
-        "error of the central value (%)": errors["error_percent"].map(lambda e: f"{e:+.0f}"),
+        "error of the central value (%)": errors["error_percent"].map(lambda e: signed(e, 0)),
         "inside the band": errors["within_band"].map({True: "yes", False: "no"}),
         "runs": errors["runs"],
         "source": errors["source"],
@@ -407,5 +407,5 @@ def sharing_display(sharing: pd.DataFrame) -> pd.DataFrame:
         if column.endswith("(s)"):
             shown[column] = shown[column].map(lambda value: f"{value:.3g}")
         elif column.endswith("(%)"):
-            shown[column] = shown[column].map(lambda value: f"{value:+.0f}")
+            shown[column] = shown[column].map(lambda value: signed(value, 0))
     return shown.set_index(["model", "replicas", "global batch"])
