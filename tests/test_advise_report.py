@@ -64,6 +64,17 @@ def test_the_verdicts_of_a_model_are_a_table_of_its_multi_gpu_machines():
     assert "basis" not in view  # every machine priced by the roofline here
     mixed = found.machines.assign(basis=["measured"] + ["roofline"] * (len(found.machines) - 1))
     assert "basis" in report.verdict_view(replace(found, machines=mixed))
+    # the lead-in says what the figures rest on, naming the basis column only where a table has one
+    first_multi = found.machines["gpus"].gt(1).cumsum().eq(1) & found.machines["gpus"].gt(1)
+    split = found.machines.assign(basis=first_multi.map({True: "measured", False: "roofline"}))
+    measured = found.machines.assign(basis="measured")
+    assert report.basis_note({"a": found}) == "Every number in these tables rests on chapter 5's roofline."
+    assert report.basis_note({"a": found, "b": replace(found, machines=split)}).endswith(
+        "which the basis column names."
+    )
+    assert report.basis_note({"a": replace(found, machines=measured)}) == (
+        "Every number in these tables rests on measured 1-GPU steps, modelled all-reduce."
+    )
 
 
 def test_where_the_all_reduce_stands_is_said_beside_the_verdict_tables():

@@ -268,9 +268,9 @@ def test_the_batch_answer_places_each_knee():
     fits = {"fixed": {"s_min": 56.0, "b_crit": 61.4, "e_min": 3438.0},
             "linear": {"s_min": 15.0, "b_crit": math.inf, "e_min": 3800.0}}  # fmt: skip
     assert batchsize.batch_answer(fits, [8, 256]) == (
-        "Fitted to the steps to the target, the fixed rate's knee is at \\(B\\) ≈ 61, inside the measured "
-        "range (8–256); the linear rate has no floor: the steps kept falling in proportion up to the largest "
-        "batch measured (256)."
+        "Steps to the target stop falling in proportion to the batch near a knee: \\(B\\) ≈ 61 with a fixed "
+        "learning rate, inside the measured range (8–256); with a linearly scaled rate, no floor: the steps "
+        "kept falling in proportion up to the largest batch measured (256)."
     )
     # two seeds: fewest 70/40/30 and most 90/50/30 steps at 8/32/128; the knee E_min/S_min of each fit
     table = pd.DataFrame({"rule": "fixed", "seed": [0, 0, 0, 1, 1, 1], "global_batch": [8, 32, 128] * 2,
@@ -278,11 +278,11 @@ def test_the_batch_answer_places_each_knee():
     knees = sorted(f["b_crit"] for f in batchsize.seed_envelope_fits(table, "fixed").values())
     said = batchsize.batch_answer(fits, [8, 256], rules=("fixed",), table=table)
     assert (
-        f"knee is at \\(B\\) ≈ 61 ({knees[0]:,.0f} to {knees[1]:,.0f} refitted to each batch's fewest and "
-        in said
+        f"\\(B\\) ≈ 61 with a fixed learning rate ({knees[0]:,.0f} to {knees[1]:,.0f} refitted to each "
+        "batch's fewest and " in said
     )
-    assert "the linear rate took fewer than three batches" in batchsize.batch_answer(fits | {"linear": None},
-                                                                                      [8, 256])  # fmt: skip
+    unfitted = batchsize.batch_answer(fits | {"linear": None}, [8, 256])
+    assert "with a linearly scaled rate, fewer than three batches reached the target" in unfitted
 
 
 def test_the_noise_sentence_gives_a_value_or_a_lower_bound():

@@ -27,9 +27,9 @@ def test_cpu_edition_prose_keeps_the_cpu_s_wording():
     assert link_reading.describe_reference(
         ("one buffer copied to another in memory", 3e9), "gloo", "cpu"
     ) == (
-        'The dashed line is one buffer copied to another in memory: on one machine the "link" between Gloo '
-        "ranks is the loopback interface and memory copies, so a copy of one buffer in memory bounds what "
-        "any collective here can reach."
+        "The black dashed line is one buffer copied to another in memory: on one machine the "
+        '"link" between Gloo ranks is the loopback interface and memory copies, so a copy of one buffer in '
+        "memory bounds what any collective here can reach."
     )
     records = [{"config": {"world_size": k}} for k in (2, 3)]
     assert (

@@ -434,7 +434,7 @@ def test_gpu_edition_prose_of_one_h200_shared_by_gloo_ranks():
     assert "sharing one GPU" in path and "over PCIe" in path and "not a GPU-to-GPU link" in path
     assert "one CPU" not in path
     reference = link_reading.describe_reference(None, "gloo", "cuda")
-    assert reference.startswith("The figure has no dashed line") and "over PCIe" in reference
+    assert reference.startswith("The figure draws no reference line") and "over PCIe" in reference
     assert "a copy of one buffer in memory bounds" not in reference
     # four ranks on sixteen cores: no scheduler's time to speak of
     records = [{"config": {"world_size": k}} for k in (2, 4)]

@@ -33,6 +33,7 @@ def test_the_roofline_draws_a_line_per_gpu_and_the_band_of_the_gpu_measured():
     assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(h200["step_seconds_low"].min())
     assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(h200["step_seconds_high"].max())
     assert "shaded: the band of the H200 SXM 141 GB, against its steps measured" in title(figure)
+    assert lines["H200 SXM 141 GB"].get_linewidth() > lines["H100 SXM 80 GB"].get_linewidth()  # on top
     (crosses,) = [
         c for c in axis.containers if c.get_label() == "measured, one H200 SXM 141 GB (fastest–slowest step)"
     ]

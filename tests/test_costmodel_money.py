@@ -65,6 +65,8 @@ def test_number_formats():
         money.exactly(Fraction(3, 2), 2) == "1.5" and money.exactly(Fraction(2, 3), 2) == "0.67 (exactly 2/3)"
     )
     assert money.money(Fraction(3, 2)) == "$1.50"
+    assert money.money("27.44705") == "$27.44705"  # a price as quoted, never cut to "$27.4470…"
+    assert money.money(Fraction(8, 3)) == "$2.6666…"
 
 
 def test_dollars_per_epoch_is_exact():

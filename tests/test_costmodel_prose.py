@@ -157,6 +157,13 @@ def test_the_seed_verdicts_agree_only_where_every_batch_and_band_does():
     )
     agreeing = prose.seed_verdict_sentence(verdicts.assign(faster=[SLOWER, SLOWER, FASTER]))
     assert agreeing["seed_agrees"] == "agree"
+    # a band that crosses 1 for different inputs at two batches is one run, "depends on the inputs": the
+    # table's notes say which input at which batch (the sentence was 182 words in chapter 5)
+    other = "depends on the convolution efficiency: measure it with a sweep"
+    two_reasons = prose.seed_verdict_sentence(verdicts.assign(faster=[DEPENDS, other, FASTER]))
+    assert two_reasons["seed_verdict_note"].startswith(
+        "`LinearNet` on four GPUs against one: depends on the inputs at every batch (speed-up 0.4–1.1× over "
+    )
 
 
 def test_the_two_ddp_methods_are_identical_for_one_bucket_and_close_for_several():
@@ -342,4 +349,21 @@ def test_the_soonest_machine_is_named_only_as_far_as_the_bands_allow():
     assert (
         ", the largest batch the relation covers, where the time is still falling"
         in at_cap["time_to_result_note"]
+    )
+
+
+def test_the_speedup_note_counts_a_verdict_shared_by_many_machines_and_names_the_few():
+    """Issue 38: chapter 5's note once listed every machine of every verdict (107 words that repeat the
+    table above it); a verdict of more than three machines is now counted."""
+    slow = "slower whatever the inputs"
+    tipped = "depends on the matrix-product efficiency: measure it with a sweep"
+    at_batch = pd.DataFrame({
+        "model": ["M"] * 6 + ["N"] * 2, "gpus": [8, 8, 8, 8, 8, 1, 4, 8],
+        "machine": ["a", "b", "c", "d", "e", "one", "a", "b"],
+        "faster": [slow] * 4 + [tipped, slow] + ["faster whatever the inputs"] * 2,
+    })  # fmt: skip
+    assert prose.speedup_note(at_batch, ["M", "N"])["speedup_note"] == (
+        "`M`: slower whatever the inputs on 4 of the 5 multi-GPU machines; depends on the matrix-product "
+        "efficiency on e. `N`: faster whatever the inputs on both multi-GPU machines. What decides the rest "
+        "is measured by a sweep."
     )

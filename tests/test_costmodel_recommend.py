@@ -363,7 +363,8 @@ def test_the_cost_of_a_result_from_chapter_1_and_3_records():
     assert gpu["seconds_low"] <= gpu["seconds"] <= gpu["seconds_high"] and gpu["dollars"] > 0
     never = recommend.result_costs([training], "ConvNet", 50, 0.9, ())
     assert never["reason"].iloc[0] == (  # the edition's own chapter 1 run, which may not be the one shown
-        "never reached 90% test accuracy in the chapter 1 run this chapter reads (2 epochs)"
+        "never reached 90% test accuracy in this machine's chapter 1 run, which this chapter reads (2 epochs "
+        "of 2,700 clips)"
     )
     assert recommend.result_costs([], "ConvNet", 50, 0.1, ()) is None
     assert math.isnan(costs.loc["this machine, one process", "dollars"])

@@ -413,9 +413,9 @@ def fit_position(b_crit: float, batches) -> str:
     if not math.isfinite(b_crit):
         return f"no floor: the steps kept falling in proportion up to the largest batch measured ({high})"
     if b_crit > high:
-        return f"beyond the largest batch measured ({high}), so an extrapolation"
+        return f"beyond the largest batch measured ({high}), an extrapolation"
     if b_crit < low:
-        return f"below the smallest batch measured ({low}), so an extrapolation"
+        return f"below the smallest batch measured ({low}), an extrapolation"
     return f"inside the measured range ({low}–{high})"
 
 
@@ -523,26 +523,32 @@ def _where(b_crit: float, batches) -> str:
     return fit_position(b_crit, batches).split(",")[0]
 
 
+RULE_WORDS = {"fixed": "with a fixed learning rate", "linear": "with a linearly scaled rate"}
+
+
 def _knee(fit: dict | None, rule: str, batches, envelope: dict | None = None) -> str:
+    words = RULE_WORDS.get(rule, f"with the {rule} rate")
     if fit is None:
-        return f"the {rule} rate took fewer than three batches to the target, too few to fit"
+        return f"{words}, fewer than three batches reached the target, too few to fit"
     if not math.isfinite(fit["b_crit"]):
-        return f"the {rule} rate has {fit_position(fit['b_crit'], batches)}"
+        return f"{words}, {fit_position(fit['b_crit'], batches)}"
     spread = ""
     if envelope:  # the knee refitted to each batch's fewest and most steps over seeds
         knees = sorted(f["b_crit"] for f in envelope.values())
-        words = ["no floor" if not math.isfinite(k) else f"{k:,.0f}" for k in knees]
-        spread = f" ({words[0]} to {words[1]} refitted to each batch's fewest and most steps over seeds)"
-    return (f"the {rule} rate's knee is at \\(B\\) ≈ {fit['b_crit']:,.0f}{spread}, "
-            f"{fit_position(fit['b_crit'], batches)}")  # fmt: skip
+        numbers = ["no floor" if not math.isfinite(k) else f"{k:,.0f}" for k in knees]
+        if numbers[0] != numbers[1]:  # one seed: its envelope is the fit itself
+            spread = f" ({numbers[0]} to {numbers[1]} refitted to each batch's fewest and most steps over "
+            spread += "seeds)"
+    return f"\\(B\\) ≈ {fit['b_crit']:,.0f} {words}{spread}, {fit_position(fit['b_crit'], batches)}"
 
 
 def batch_answer(fits: dict[str, dict], batches, rules=("fixed", "linear"), table=None) -> str:
-    """The batch-size finding in one sentence: where each recipe's knee lies, and, given the steps
-    ``table`` (``critical_batch_table``), how far it moves refitted to the seeds' fewest and most steps."""
+    """The batch-size finding in one sentence, which reads before 6.3 defines the knee: where each recipe's
+    knee lies, and, given the steps ``table`` (``critical_batch_table``), how far it moves refitted to the
+    seeds' fewest and most steps."""
     envelopes = {r: seed_envelope_fits(table, r) for r in rules} if table is not None else {}
     knees = "; ".join(_knee(fits.get(r), r, batches, envelopes.get(r)) for r in rules)
-    return f"Fitted to the steps to the target, {knees}."
+    return f"Steps to the target stop falling in proportion to the batch near a knee: {knees}."
 
 
 def closest_checkpoint(points: pd.DataFrame, target_loss: float, resolved_only: bool = False):

@@ -394,6 +394,11 @@ def _reference_line(axis: plt.Axes, reference: tuple | None) -> None:
                       xycoords=("axes fraction", "data"), fontsize=9, va="top")  # fmt: skip
 
 
+# the other collectives' colours (palette numbers): vermilion, purple, sky blue, then the rest, so that no
+# two operations are both orange-brown
+OPERATION_COLOURS = (3, 4, 9, 2, 7, 8)
+
+
 def plot_bandwidth(
     frame: pd.DataFrame, what: str, hardware: str, reference: tuple | None = None
 ) -> plt.Figure:
@@ -422,7 +427,7 @@ def plot_bandwidth(
     reduces = list(dict.fromkeys(ok.loc[ok["family"] == "all-reduce", "implementation"]))
     looks = {name: (palette[reduces.index(name) % 10], "-") for name in reduces}
     for name, operation in ok.loc[ok["family"] != "all-reduce", ["implementation", "collective"]].values:
-        number = (len(reduces) + operations.index(operation)) % 10
+        number = OPERATION_COLOURS[operations.index(operation) % len(OPERATION_COLOURS)]
         looks[name] = (palette[number], "-" if "torch.distributed" in name else "--")
     for row, (backend, device, k) in enumerate(setups):
         for column, family in enumerate(["all-reduce", "other collectives"]):

@@ -108,6 +108,21 @@ def verdict_view(advice: Advice) -> pd.DataFrame:
     return tables.depends_coded(view, ["time verdict", "dollar verdict"])
 
 
+def basis_note(advice: dict[str, Advice]) -> str:
+    """What 7.3's figures rest on, as ``verdict_view`` shows it: a table names each row's basis only where
+    its machines differ in it, so the sentence says what every figure rests on when they do not."""
+    per_table = [set(found.machines.loc[found.machines["gpus"] > 1, "basis"]) for found in advice.values()]
+    if any(len(bases) > 1 for bases in per_table):
+        return (
+            "Every number in these tables rests on chapter 5's roofline, except on a machine whose GPU this "
+            "study measured, which the basis column names."
+        )
+    bases = set().union(*per_table)
+    if bases <= {"roofline"}:
+        return "Every number in these tables rests on chapter 5's roofline."
+    return f"Every number in these tables rests on {' or '.join(BASIS_WORDS[b] for b in sorted(bases))}."
+
+
 def bucket_note(advice: dict[str, Advice]) -> str:
     """Where each model's all-reduce stands, which ``verdict_view`` leaves out: the models whose gradients
     fit one DDP bucket (so on every machine their all-reduce follows backward, never hidden, and how long

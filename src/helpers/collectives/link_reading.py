@@ -75,20 +75,22 @@ def describe_reference(reference: tuple[str, float] | None, backend: str, device
     ranks' bytes take instead."""
     if reference and device == "cpu":
         return (
-            f'The dashed line is {reference[0]}: on one machine the "link" between Gloo ranks is the '
+            f'The black dashed line is {reference[0]}: on one machine the "link" between Gloo ranks is the '
             "loopback interface and memory copies, so a copy of one buffer in memory bounds what any "
             "collective here can reach."
         )
     if reference:
-        return f"The dashed line is {reference[0]}, the link between two of these GPUs measured by a copy."
+        return (
+            f"The black dashed line is {reference[0]}, the link between two of these GPUs measured by a copy."
+        )
     if device != "cpu" and backend == "gloo":
         return (
-            "The figure has no dashed line: no reference was measured for the path these Gloo ranks share on "
+            "The figure draws no reference line: none was measured for the path these Gloo ranks share on "
             "one GPU. Each collective copies its tensor from the GPU to host memory over PCIe, passes it "
             "between the ranks' processes over the host's loopback interface and copies the result back to "
             "the GPU, all of it on one GPU and one host."
         )
-    return "The figure has no dashed line: no reference was measured here."
+    return "The figure draws no reference line: none was measured here."
 
 
 def describe_scheduler(records, cores: int) -> str:

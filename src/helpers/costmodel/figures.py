@@ -171,8 +171,8 @@ def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None)
     """Predicted single-GPU step time against batch, one line per GPU (``gpu_looks``), one panel per model
     (log-log), two across; measured GPU steps as crosses where the study has them. The band (lowest to
     highest over the uncertain inputs) is shaded for the GPUs measured, where the crosses are set against
-    it, and for every GPU when none was: eight overlapping bands hide one another (the chapter's table
-    gives every GPU's)."""
+    it, and their lines drawn on top and thicker; for every GPU when none was: eight overlapping bands hide
+    one another (the chapter's table gives every GPU's at two batches)."""
     models = list(dict.fromkeys(predicted["model"]))
     checked = measured is not None and len(measured) > 0
     shaded = set(measured["gpu"]) if checked else None
@@ -181,6 +181,9 @@ def plot_roofline(predicted: pd.DataFrame, measured: pd.DataFrame | None = None)
     for axis, model in zip(axes, models, strict=True):
         rows = predicted[predicted["model"] == model]
         _band_lines(axis, rows, "batch", "step_seconds", "gpu", looks, alpha=0.2, shaded=shaded)
+        for line in axis.lines if checked else ():  # the GPU measured on top, thicker: others may coincide
+            if line.get_label() in shaded:
+                line.set(linewidth=2.5, zorder=3)
         for gpu, points in measured[measured["model"] == model].groupby("gpu", sort=False) if checked else ():
             spread = [
                 points["step_seconds"] - points["step_min"],

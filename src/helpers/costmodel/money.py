@@ -121,11 +121,13 @@ def break_even(machine_price, hourly_price, performance_adjustment=0, hours_per_
 
 
 def money(value) -> str:
-    """Dollars with cents when the amount is whole cents ($1.50, $8,000.00), else a truncated expansion."""
+    """Dollars with cents when the amount is whole cents ($1.50, $8,000.00), exactly when it ends within six
+    decimals (a price of $27.44705 an hour), else its first four decimals and "…"."""
     value = exact(value)
     if (value * 100).denominator == 1:
         return f"${Decimal(value.numerator) / Decimal(value.denominator):,.2f}"
-    return "$" + decimal_expansion(value, 4)
+    whole = decimal_expansion(value, 6)
+    return "$" + (decimal_expansion(value, 4) if whole.endswith("…") else whole)
 
 
 def describe_break_even(result: BreakEven) -> str:

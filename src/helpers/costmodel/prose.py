@@ -67,11 +67,11 @@ def loss_sentences(tested: pd.DataFrame) -> dict[str, str]:
     else:
         spread = f"{size.min():.0f} % to {size.max():.0f} %" if len(size) > 1 else f"{size.max():.0f} %"
     brief = spread
-    signed = tested["error (%)"].dropna()
-    if len(signed) > 1:
-        later, median = int((signed > 0).sum()), f"{signed.median():+.0f} %"
-        spread += f" (median {median}; {later} of {len(signed)} predicted later than they came)"
-        share = f"all {later}" if later == len(signed) else f"{later} of {len(signed)}"
+    errors = tested["error (%)"].dropna()
+    if len(errors) > 1:
+        later, median = int((errors > 0).sum()), f"{stats.signed(errors.median(), 0)} %"
+        spread += f" (median {median}; {later} of {len(errors)} predicted later than they came)"
+        share = f"all {later}" if later == len(errors) else f"{later} of {len(errors)}"
         brief = f"a median of {median} (too late on {share})"
     if never and not size.empty:
         failed = f", and on {never} the fit never reaches the target (a failed prediction)"
@@ -196,14 +196,15 @@ def time_model_sentences(summary: pd.DataFrame, validated: pd.DataFrame) -> dict
             biased.append((name, label[method], side, row["mean_error_percent"]))
     if biased:
         notes = [f"`{name}`'s {method} predictions all lie {side} the measurements, none inside its "
-                 f"fastest–slowest range (mean error {error:+.0f} %): a bias, not noise."
+                 f"fastest–slowest range (mean error {stats.signed(error, 0)} %): a bias, not noise."
                  for name, method, side, error in biased]  # fmt: skip
         notes.append(
             "On a CPU, ranks and replicas share the cores and the memory system with each other and with "
             "Gloo's all-reduce, which a calibration made one process at a time does not see."
         )
         short = "; ".join(
-            f"`{name}` {method} ({error:+.0f} %, all {side})" for name, method, side, error in biased
+            f"`{name}` {method} ({stats.signed(error, 0)} %, all {side})"
+            for name, method, side, error in biased
         )
     else:
         notes = ["No method's predictions lie all on one side beyond the measured spread."]
@@ -494,20 +495,32 @@ def dollar_sentences(several: pd.DataFrame) -> tuple[str, str]:
     return f"On the machines that can be rented here, {money}.", counted
 
 
+NAMED_AT_MOST = 3  # machines a sentence names; more are counted (the predictions table lists them)
+
+
 def speedup_note(at_batch: pd.DataFrame, models) -> dict[str, str]:
     """Per model, which multi-GPU machines are faster, slower or undecided at the chapter's batch, and the
-    measurements that would decide the undecided ones."""
+    measurements that would decide the undecided ones. A verdict shared by more than ``NAMED_AT_MOST``
+    machines is counted, not listed: the folded table above names each machine's."""
     notes, tools = [], {}
     for name in models:
         several = at_batch[(at_batch["model"] == name) & (at_batch["gpus"] > 1)]
         for verdict in several["faster"]:
             if ": measure " in verdict:
-                listed = verdict.split(": measure ")[1].split(" with ", 1)[1]
-                tools.update(dict.fromkeys(listed.split("; ")))
+                measured_by = verdict.split(": measure ")[1].split(" with ", 1)[1]
+                tools.update(dict.fromkeys(measured_by.split("; ")))
         groups = several.groupby(several["faster"].map(short_verdict), sort=False)["machine"].agg(list)
-        notes.append(
-            f"`{name}`: " + "; ".join(f"{v} on {', '.join(where)}" for v, where in groups.items()) + "."
-        )
+
+        def where(machines: list[str], total: int = len(several)) -> str:
+            if len(machines) == total:
+                return "on both multi-GPU machines" if total == 2 else f"on all {total} multi-GPU machines"
+            return (
+                f"on {listed(machines)}"
+                if len(machines) <= NAMED_AT_MOST
+                else f"on {len(machines)} of the {total} multi-GPU machines"
+            )
+
+        notes.append(f"`{name}`: " + "; ".join(f"{v} {where(m)}" for v, m in groups.items()) + ".")
     if tools:
         notes.append(f"What decides the rest is measured by {stats.listed(list(tools))}.")
     return {"speedup_note": " ".join(notes)}
@@ -626,20 +639,25 @@ SEED_SAID = {"LinearNet": "slower", "ConvNet": "faster"}  # the seed's verdicts 
 def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
     """Per model, four GPUs against one over the seed's sweep (``seed.seed_verdict_table``), each verdict
     with the speed-ups of the batches it holds at (a "faster" never beside another batch's 0.39×), and
-    whether each agrees with the seed's verdict at every batch over the whole band."""
+    whether each agrees with the seed's verdict at every batch over the whole band. Where the band crosses
+    1 the verdict is "depends on the inputs", whatever it depends on: the table's notes say which input,
+    batch by batch, so that the sentence stays one line per model."""
 
     def band(rows: pd.DataFrame) -> str:
         return f"{rows['speedup_low'].min():.3g}–{rows['speedup_high'].max():.3g}×"
 
+    def word(verdict: str) -> str:
+        return "depends on the inputs" if verdict.startswith("depends") else short_verdict(verdict)
+
     notes = []
     for name, rows in verdicts.groupby("model", sort=False):
-        kinds = list(dict.fromkeys(rows["faster"].map(short_verdict)))
+        kinds = list(dict.fromkeys(rows["faster"].map(word)))
         if len(kinds) == 1:
             found = f"{kinds[0]} at every batch (speed-up {band(rows)} over the sweep and the band)"
         else:
             ordered = rows.sort_values("global_batch")
             batches = ordered["global_batch"].astype(int)
-            runs = stats.batch_runs(zip(batches, ordered["faster"].map(short_verdict), strict=True))
+            runs = stats.batch_runs(zip(batches, ordered["faster"].map(word), strict=True))
             found = "mixed: " + "; ".join(
                 f"{phrase} ({band(ordered[batches.between(first, last)])})"
                 for phrase, (_, first, last) in zip(stats.run_phrases(runs), runs, strict=True)
@@ -647,8 +665,8 @@ def seed_verdict_sentence(verdicts: pd.DataFrame) -> dict[str, str]:
         notes.append(f"`{name}` on four GPUs against one: {found}")
     models = set(verdicts["model"])
     agree = []
-    for name, word in SEED_SAID.items():
-        if name in models and verdicts.loc[verdicts["model"] == name, "faster"].map(side).eq(word).all():
+    for name, said in SEED_SAID.items():
+        if name in models and verdicts.loc[verdicts["model"] == name, "faster"].map(side).eq(said).all():
             agree.append(name)
     disagree = [name for name in SEED_SAID if name in models and name not in agree]
     if not disagree:

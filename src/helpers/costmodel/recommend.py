@@ -585,9 +585,10 @@ def result_costs(
         return None
     epochs = money.epochs_to_accuracy(run["result"]["history"], target_accuracy)
     if epochs is None:
+        clips, trained = run["config"]["train_samples"] or TRAIN_CLIPS, len(run["result"]["history"])
         return pd.DataFrame({"model": [model], "reason": [
-            f"never reached {target_accuracy:.0%} test accuracy in the chapter 1 run this chapter reads "
-            f"({counted(len(run['result']['history']), 'epoch')})"]})  # fmt: skip
+            f"never reached {target_accuracy:.0%} test accuracy in this machine's chapter 1 run, which this "
+            f"chapter reads ({counted(trained, 'epoch')} of {clips:,} clips)"]})  # fmt: skip
     samples = run["config"]["train_samples"] or TRAIN_CLIPS
     rows = [{"setup": "this machine, one process", "basis": "measured (chapter 1)",
              "epoch_seconds": run["result"]["epoch_seconds"], "hourly_price": None}]  # fmt: skip

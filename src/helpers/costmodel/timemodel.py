@@ -568,10 +568,10 @@ def time_model_from_records(
              "from": f"{device_type} {'device' if devices == 1 else 'devices'}, {cores} cores"},
             {"input": "all-reduce α (µs per message)", "value": link["alpha_seconds"] * 1e6,
              "from": f"{source}, each size's lower quartile; "
-                     f"{link['medians']['alpha_seconds'] * 1e6:,.0f} fitted to the medians"},
+                     f"fitted to the medians instead: {link['medians']['alpha_seconds'] * 1e6:,.0f} µs"},
             {"input": "all-reduce bandwidth 1/β (GB/s)", "value": 1e-9 / link["seconds_per_byte"],
              "from": f"{source}, each size's lower quartile; "
-                     f"{1e-9 / link['medians']['seconds_per_byte']:.3g} fitted to the medians"},
+                     f"fitted to the medians instead: {1e-9 / link['medians']['seconds_per_byte']:.3g} GB/s"},
             {"input": "copy bandwidth, one device (GB/s)", "value": 1e-9 / copy["seconds_per_byte"],
              "from": "copy benchmark: " + copy["method"]},
             *([{"input": "copy bandwidth, GPU to GPU (GB/s)", "value": 1e-9 / peer["seconds_per_byte"],
@@ -597,15 +597,15 @@ def _compute_rows(name: str, threads: int, fit) -> list[dict]:
         f"{over}"
     )
     if fit.slope_resolved:
-        rate = f"{fit.gflops_low:.3g}-{fit.gflops_high:.3g} (5-95 %)"
+        rate = f"{fit.gflops_low:.3g}–{fit.gflops_high:.3g} (5–95 %)"
     elif np.isfinite(fit.gflops_low):
         rate = f"not resolved: at least {fit.gflops_low:.3g}"
     else:
-        rate = "not resolved: the slope is zero within its 5-95 % range"
+        rate = "not resolved: the slope is zero within its 5–95 % range"
     at = f"{name}, {counted(threads, 'thread')}"
     return [
         {"input": f"{at}: fixed seconds per step", "value": fit.intercept_seconds,
-         "from": f"{fit.intercept_low:.3g}-{fit.intercept_high:.3g} s (5-95 %); {source}"},
+         "from": f"{fit.intercept_low:.3g}–{fit.intercept_high:.3g} s (5–95 %); {source}"},
         {"input": f"{at}: achieved GFLOP/s", "value": fit.achieved_gflops,
          "from": f"{rate}; slope {fit.seconds_per_sample * 1e3:.3g} ms per sample"},
     ]  # fmt: skip
