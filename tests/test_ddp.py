@@ -188,9 +188,10 @@ def test_a_launch_that_two_sections_ask_for_is_measured_once(tmp_path, monkeypat
     store.path(runs["scaling"][7][1]["config"]).unlink()
     launched.clear()
     rounds.clear()
-    again = ddp.run_sweeps(store, base, sweeps, alongside=lambda n: rounds.append((n, len(launched))))
+    tomorrow = ResultStore("test", root=tmp_path, hardware={"machine": "test"})  # the next run
+    again = ddp.run_sweeps(tomorrow, base, sweeps, alongside=lambda n: rounds.append((n, len(launched))))
     assert len(launched) == 6 and rounds == [(0, 0), (1, 1), (1, 6)]
-    assert again["scaling"][:4] == runs["scaling"][:4] and again["scaling"][7][1] == store.get(
+    assert again["scaling"][:4] == runs["scaling"][:4] and again["scaling"][7][1] == tomorrow.get(
         runs["scaling"][7][1]["config"]
     )
 

@@ -1,5 +1,6 @@
 """helpers.results: atomic records, reuse on rerun, provenance, refusing foreign folders."""
 
+import datetime
 import json
 
 import pytest
@@ -352,3 +353,15 @@ def test_comparisons_sharing_records_with_several_rounds_merge_them_and_hand_out
     assert all(store.get(record["config"]) == record for record in every)  # what each caller holds is stored
     study()
     assert calls == []  # reused whole, no round split
+
+
+def test_a_round_of_this_run_older_than_the_join_window_is_not_joined(tmp_path, monkeypatch):
+    # a kernel left open until the next day: its morning round is another day's, so the shared launch is
+    # measured again beside the new comparison, as across runs
+    monkeypatch.setattr(results, "JOIN_WITHIN", datetime.timedelta(0))
+    calls = []
+    store = results.ResultStore("late", root=tmp_path, hardware=HARDWARE)
+    store.together(lambda: runs_of(store, ["one rank", "two ranks"], calls))
+    calls.clear()
+    store.together(lambda: runs_of(store, ["two ranks", "zero3"], calls))
+    assert calls == ["zero3", "two ranks"]

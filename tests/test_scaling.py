@@ -214,7 +214,8 @@ def test_accumulation_is_measured_in_the_rounds_of_the_ddp_launches(tmp_path, mo
     # its DDP launches too; round 0 is reused untouched
     store.path(runs["accumulation"][3][1]["config"]).unlink()
     measured.clear()
-    again = scaling.stored_scaling_runs(store, ["LinearNet"], variations, launches=2, **settings)
+    tomorrow = ResultStore("test", root=tmp_path, hardware={"machine": "test"})  # the next run
+    again = scaling.stored_scaling_runs(tomorrow, ["LinearNet"], variations, launches=2, **settings)
     assert sorted(measured, key=str) == sorted(
         [("accumulation", 2), ("accumulation", 1), ("ddp", 1, 1, 8), ("ddp", 1, 1, 4), ("ddp", 1, 2, 8)],
         key=str,

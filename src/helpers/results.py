@@ -130,6 +130,14 @@ def stored_machine_id(folder: Path, hardware: dict) -> str | None:
     return min(same)[1] if same else None
 
 
+JOIN_WITHIN = datetime.timedelta(hours=6)  # rounds of one run that ``together`` may join: one chapter's
+
+
+def round_age(stamp: str) -> datetime.timedelta:
+    """How long ago a round of ``together`` began, from its stamp ("<ISO time> <id>")."""
+    return datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(stamp.split()[0])
+
+
 class ResultStore:
     """The records of one study run; ``measure`` returns a finished record or measures and stores it."""
 
@@ -297,7 +305,8 @@ class ResultStore:
 
         Two comparisons may share a record (chapter 6's sharding compares against the DDP launch its
         scaling runs measured): a comparison that reuses records of rounds this store measured earlier in
-        this run joins them, all measured minutes apart, into one round (the latest's stamp). Its records
+        this run, within ``JOIN_WITHIN`` (a chapter's execution, not a kernel left open until the next
+        day), joins them into one round (the latest's stamp). Its records
         from any earlier run are measured again, and what it measures is stamped with the joined round, so
         that on the next run every comparison is one whole round, reused, and none is measured again in
         turn. Returns what ``body``'s last run returned; ``body`` must read its records from ``measure``."""
@@ -311,9 +320,10 @@ class ResultStore:
             reused = self._together["reused"]
             fresh |= set(self._together["measured"])
             stamps = {record.get("measured_with") for record in reused.values()}
-            joined = max(stamps & set(self._rounds), default=None)  # this run's rounds it shares records with
+            recent = {stamp for stamp in self._rounds if round_age(stamp) <= JOIN_WITHIN}
+            joined = max(stamps & recent, default=None)  # this run's recent rounds it shares records with
             if joined is not None:
-                for stamp in stamps & set(self._rounds) - {joined}:  # merged: all of this run, minutes apart
+                for stamp in stamps & recent - {joined}:  # merged: all of this run, within JOIN_WITHIN
                     keys = self._rounds.pop(stamp)
                     self._stamp(keys, joined)
                     self._rounds[joined] |= keys
