@@ -154,14 +154,14 @@ def fit_device(observed: pd.DataFrame, gpu, conv: tuple[float, float] | None = N
     row of ``observed``: the convolutions' curve first, from their own operators (``fit_conv``; ``conv``
     where ``observed`` has none), the rest with it fixed."""
     conv = fit_conv(observed, gpu) or conv or (None, None)
+    rows = [(row.model, int(row.batch), row.kernel_seconds) for row in observed.itertuples()]  # read once
 
     def error(point) -> float:
         inputs = StepInputs(0.0, 0.0, *point, *conv)
         return statistics.median(
-            log_error(predict_step(row.model, int(row.batch), gpu, inputs)["device_seconds"],
-                      row.kernel_seconds)
-            for row in observed.itertuples()
-        )  # fmt: skip
+            log_error(predict_step(model, batch, gpu, inputs)["device_seconds"], kernel_seconds)
+            for model, batch, kernel_seconds in rows
+        )
 
     grid = itertools.product(PEAK_FRACTIONS, HALF_FLOPS, MEMORY_FRACTIONS, KERNEL_FLOORS)
     return (*min(grid, key=error), *conv)
