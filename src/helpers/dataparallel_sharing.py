@@ -12,7 +12,7 @@ import torch
 from helpers.dataparallel import TRANSFER_PHASES
 from helpers.dataparallel_results import datasheet, gpu_model, ms
 from helpers.models import MIB
-from helpers.stats import MATTERS, describe_speedup, listed, significant, speedup
+from helpers.stats import MATTERS, describe_speedup, listed, signed, significant, speedup
 from helpers.train import counted
 
 
@@ -271,16 +271,14 @@ def growth_clause(single: dict, multi: dict) -> str:
     backward +4.74 ms, moving data +1.65 ms)``: one model's step with one replica and with more, and what
     its compute and transfer phases added (``time_dataparallel_steps`` results)."""
 
-    def signed(seconds: float) -> str:
-        return f"{'+' if seconds >= 0 else '−'}{ms(abs(seconds))} ms"
-
     one, many = single["phase_seconds"], multi["phase_seconds"]
     computed = many["forward"] + many["backward"] - one["forward"] - one["backward"]
     moved = sum(many[phase] - one[phase] for phase in TRANSFER_PHASES if phase in one and phase in many)
     before, after = (statistics.median(result["step_seconds_all"]) for result in (single, multi))
     return (
         f" (median step {ms(before)} ms with one replica, {ms(after)} ms with {multi['replicas']}; by the "
-        f"phases' medians, the forward and backward {signed(computed)}, moving data {signed(moved)})"
+        f"phases' medians, the forward and backward {signed(computed * 1e3)} ms, moving data "
+        f"{signed(moved * 1e3)} ms)"
     )
 
 

@@ -538,8 +538,8 @@ def explain_precision(profiles: pd.DataFrame, model: str, timed: dict | None = N
     converted = f"{'added' if conversions >= 0 else 'saved'} {significant(abs(conversions))} ms"
     text = (
         f"{model}'s {main} took {main_ms['bf16']} ms in bf16 against {main_ms['float32']} ms in float32, "
-        f"conversions and copies {converted}, and everything else "
-        f"took {rest_ms['bf16']} ms against {rest_ms['float32']} ms"
+        f"conversions and copies {converted}, and everything else took {rest_ms['bf16']} ms against "
+        f"{rest_ms['float32']} ms"
     )
     largest = extra.abs().idxmax()
     change = extra[largest] * 1e3

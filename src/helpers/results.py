@@ -306,10 +306,10 @@ class ResultStore:
         Two comparisons may share a record (chapter 6's sharding compares against the DDP launch its
         scaling runs measured): a comparison that reuses records of rounds this store measured earlier in
         this run, within ``JOIN_WITHIN`` (a chapter's execution, not a kernel left open until the next
-        day), joins them into one round (the latest's stamp). Its records
-        from any earlier run are measured again, and what it measures is stamped with the joined round, so
-        that on the next run every comparison is one whole round, reused, and none is measured again in
-        turn. Returns what ``body``'s last run returned; ``body`` must read its records from ``measure``."""
+        day), joins them into one round (the latest's stamp). Its records from any earlier run are measured
+        again, and what it measures is stamped with the joined round, so that on the next run every
+        comparison is one whole round, reused, and none is measured again in turn. Returns what ``body``'s
+        last run returned; ``body`` must read its records from ``measure``."""
         if self._together is not None:
             raise RuntimeError("ResultStore.together does not nest: one comparison at a time")
         self._together = self._new_round()
