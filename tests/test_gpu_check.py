@@ -33,6 +33,15 @@ def test_the_plan_for_one_gpu():
             assert f"{path}, {name}" in planned
 
 
+def test_bf16_steps_on_16_clips_on_a_gpu_and_on_2_in_the_cpu_plan_of_the_tests():
+    # a bf16 convolution is emulated on CPUs without bf16 units: ConvNet's 16 clips took 36 s on 2 cores
+    def bf16_batches(checks) -> set[int]:
+        return {check.run.args[-1] for check in checks if check.path.startswith("bf16 autocast")}
+
+    assert bf16_batches(gpu_check.planned_checks(1)) == {16}
+    assert bf16_batches(gpu_check.planned_checks(0, device="cpu")) == {2}
+
+
 def test_the_plan_for_four_gpus():
     planned = paths(4)
     assert [p for p in planned if p.startswith("DDP nccl")] == [
